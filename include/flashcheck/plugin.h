@@ -1,0 +1,140 @@
+/* flashcheck subject ABI, version 1.
+ *
+ * Plain C so that a kernel written in any framework can be put under test: our own CUDA kernel, a
+ * CPU example and external kernels all export the same entry point. A plugin is a shared library with
+ *
+ *     const fc_plugin* flashcheck_plugin_entry(void);
+ *
+ * flashcheck dlopens it, checks abi_version first (a mismatch is refused before any other field is
+ * read), asks for capabilities, and runs forward passes. Every call returns an fc_status and, on error,
+ * writes a NUL-terminated message into the caller's buffer: a plugin never aborts the host process.
+ *
+ * Tensors are described by pointer plus element strides in BHND order, so that non-contiguous views
+ * (PyTorch's BNHD layout, say) can be tested without copies. */
+#ifndef FLASHCHECK_PLUGIN_H
+#define FLASHCHECK_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FC_ABI_VERSION 1u
+
+typedef enum fc_status {
+  FC_OK = 0,
+  FC_ERR_UNSUPPORTED = 1, /* the problem is valid but outside the declared capabilities */
+  FC_ERR_INVALID = 2,     /* the problem or buffers are malformed */
+  FC_ERR_RUNTIME = 3      /* the device or library failed (CUDA error, allocation, ...) */
+} fc_status;
+
+/* Precision recipes: input format and the arithmetic the kernel is expected to use. The output is in
+ * the input format for fp32/fp16/bf16, fp32 for tf32 (inputs are fp32 values), and bf16 for fp8. */
+typedef enum fc_recipe {
+  FC_RECIPE_FP32 = 0,
+  FC_RECIPE_TF32 = 1,
+  FC_RECIPE_FP16 = 2,
+  FC_RECIPE_BF16 = 3,
+  FC_RECIPE_FP8_E4M3 = 4,
+  FC_RECIPE_FP8_E5M2 = 5,
+  FC_RECIPE_COUNT = 6
+} fc_recipe;
+
+/* Mask kinds; a window is [i + off - left, i + off + right] where off is 0 (top-left alignment) or
+ * key_length - n_q (bottom-right). Causal is window(inf, 0). Key lengths and the dense mask combine with
+ * any of these by logical AND. */
+typedef enum fc_mask_kind {
+  FC_MASK_NONE = 0,
+  FC_MASK_CAUSAL_TOP_LEFT = 1,
+  FC_MASK_CAUSAL_BOTTOM_RIGHT = 2,
+  FC_MASK_WINDOW = 3
+} fc_mask_kind;
+
+typedef enum fc_align { FC_ALIGN_TOP_LEFT = 0, FC_ALIGN_BOTTOM_RIGHT = 1 } fc_align;
+
+typedef enum fc_memory { FC_MEMORY_HOST = 1, FC_MEMORY_DEVICE = 2 } fc_memory;
+
+/* Capability bits. */
+#define FC_CAP_GQA (1u << 0)
+#define FC_CAP_KEY_LENGTHS (1u << 1)
+#define FC_CAP_DENSE_MASK (1u << 2)
+#define FC_CAP_LSE (1u << 3)
+#define FC_CAP_SPLIT_KV (1u << 4)
+#define FC_CAP_TILE_SIZES (1u << 5)
+#define FC_CAP_L_FROM_FP32_P (1u << 6)
+#define FC_CAP_TWO_LEVEL_ACCUM (1u << 7)
+#define FC_CAP_FA1_NORMALISATION (1u << 8)
+
+/* Run flags (a plugin rejects with FC_ERR_UNSUPPORTED a flag whose capability it lacks). */
+#define FC_FLAG_L_FROM_FP32_P (1u << 0)    /* FA-2 convention: l from fp32 P, not the rounded P */
+#define FC_FLAG_TWO_LEVEL_ACCUM (1u << 1)  /* fp8: promote P.V partial sums to fp32 every tile */
+#define FC_FLAG_FA1_NORMALISATION (1u << 2)
+
+#define FC_MAX_TILES 16
+#define FC_MAX_HEAD_DIMS 16
+
+typedef struct fc_capabilities {
+  uint32_t abi_version;
+  const char* name;        /* short, stable identifier, e.g. "cuda-fa2" */
+  uint32_t recipes;        /* bit (1u << fc_recipe) per supported recipe */
+  uint32_t masks;          /* bit (1u << fc_mask_kind) per supported kind */
+  uint32_t features;       /* FC_CAP_* */
+  uint32_t memory;         /* FC_MEMORY_* bits the plugin accepts buffers in */
+  int32_t n_head_dims;     /* 0 = any d >= 1 (with dv == d unless FC_CAP_... says otherwise) */
+  int32_t head_dims[FC_MAX_HEAD_DIMS];
+  int32_t n_tiles;         /* tile sizes selectable through fc_problem.tile_m/tile_n */
+  int32_t tile_m[FC_MAX_TILES];
+  int32_t tile_n[FC_MAX_TILES];
+} fc_capabilities;
+
+typedef struct fc_problem {
+  int32_t batch, heads_q, heads_kv;
+  int64_t n_q, n_k;
+  int32_t d, dv;
+  double scale;                /* applied to Q.K^T; the caller always sets it (1/sqrt(d) by default) */
+  int32_t mask;                /* fc_mask_kind */
+  int64_t window_left;         /* -1 = unbounded; FC_MASK_WINDOW only */
+  int64_t window_right;        /* -1 = unbounded; FC_MASK_WINDOW only */
+  int32_t window_align;        /* fc_align; FC_MASK_WINDOW only */
+  const int32_t* key_lengths;  /* NULL, or [batch] in the buffers' memory space */
+  const uint8_t* dense_mask;   /* NULL, or [n_q * n_k] row-major, 1 = attend; in the buffers' space */
+  int32_t recipe;              /* fc_recipe */
+  float q_descale, k_descale, v_descale; /* fp8: true value = stored value * descale; else 1 */
+  uint32_t flags;              /* FC_FLAG_* */
+  int32_t tile_m, tile_n;      /* 0 = the plugin's default policy */
+  int32_t num_splits;          /* 0 = the plugin decides; 1 = no split-KV; n > 1 = n key chunks */
+} fc_problem;
+
+/* A rank-4 BHND view: element (b, h, n, c) lives at data + b*s[0] + h*s[1] + n*s[2] + c*s[3]
+ * (strides in elements). Element types: fp32 for FP32/TF32, uint16 bit patterns for fp16/bf16,
+ * uint8 bit patterns for fp8. */
+typedef struct fc_tensor {
+  void* data;
+  int64_t stride[4];
+} fc_tensor;
+
+typedef struct fc_buffers {
+  int32_t memory;  /* fc_memory of every pointer below and in fc_problem */
+  fc_tensor q, k, v;
+  fc_tensor o;     /* output in the recipe's output format */
+  float* lse;      /* NULL, or [batch, heads_q, n_q] contiguous, natural log; -inf for empty rows */
+  void* stream;    /* cudaStream_t for device plugins; NULL = default stream */
+} fc_buffers;
+
+typedef struct fc_plugin {
+  uint32_t abi_version; /* FC_ABI_VERSION the plugin was built against; checked before anything else */
+  fc_status (*capabilities)(fc_capabilities* out, char* message, size_t message_size);
+  fc_status (*forward)(const fc_problem* problem, const fc_buffers* buffers, char* message,
+                       size_t message_size);
+} fc_plugin;
+
+typedef const fc_plugin* (*fc_plugin_entry_fn)(void);
+#define FC_PLUGIN_ENTRY_SYMBOL "flashcheck_plugin_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCHECK_PLUGIN_H */

@@ -1,0 +1,66 @@
+// The subject interface: anything the suite can put under test. The CPU emulation, our CUDA kernel
+// and external plugins all sit behind it, so properties, the fuzzer and reports are written once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference/exact_attention.h"
+#include "reference/problem.h"
+#include "reference/recipe.h"
+
+namespace fc {
+
+struct TileSize {
+  int m = 0;  // Br
+  int n = 0;  // Bc
+  bool operator==(const TileSize&) const = default;
+};
+
+struct Capabilities {
+  std::string name;
+  std::vector<Recipe> recipes;
+  std::vector<int> head_dims;   // empty: any d >= 1
+  bool dv_may_differ = false;   // false: dv must equal d
+  bool any_tile = false;        // true: any Br, Bc >= 1 (the emulation)
+  std::vector<TileSize> tiles;  // otherwise the selectable set; empty = the default only
+  bool causal = false;          // both alignments
+  bool window = false;
+  bool dense_mask = false;
+  bool key_lengths = false;
+  bool gqa = false;
+  bool lse = false;
+  bool split_kv = false;
+  bool fa1 = false;             // FA-1 normalisation selectable
+  bool l_from_fp32_p = false;   // the FA-2 convention selectable
+  bool two_level_accum = false;
+  bool deliberate_bugs = false; // the emulation's switchable bugs (properties' teeth)
+};
+
+// Why a subject cannot run a (problem, options) pair; nullopt = supported. Properties skip such cases
+// and count them, so a report can say what was skipped.
+std::optional<std::string> unsupported(const Capabilities& caps, const Problem& p, const RunOptions& o);
+
+struct SubjectOutput {
+  std::vector<double> o;    // [B, Hq, Nq, dv], the exact values of the output format
+  std::vector<double> lse;  // [B, Hq, Nq]; empty if the subject has no LSE
+};
+
+// A subject reports failure (a CUDA error, a plugin's error code) by throwing SubjectError: it is a
+// failed run, never a pass.
+struct SubjectError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Subject {
+ public:
+  virtual ~Subject() = default;
+  virtual Capabilities capabilities() const = 0;
+  // Inputs hold true values; for fp8 the stored values are in / descale, exactly representable.
+  virtual SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) = 0;
+};
+
+}  // namespace fc

@@ -1,0 +1,76 @@
+// The error budget: a per-element a-priori bound |O^_ik - O_ik| <= B_ik for a fused FA-2 forward pass
+// under a precision recipe, derived term by term in docs/error-analysis.md, and the check of a
+// subject's output against it. The bound is built on the scale A_ik = sum_j P_ij |V_jk| (and the
+// centred D_ik), not on |O_ik|: near-zero outputs come from cancellation, and an element-relative
+// bound cannot hold for them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "reference/exact_attention.h"
+#include "reference/recipe.h"
+
+namespace fc {
+
+// Each term of the derivation can be switched off, so tests can show that every dominant term is
+// needed (removing it lets some input exceed the bound).
+struct BudgetTerms {
+  bool scores = true;       // Q.K^T accumulation over d
+  bool exponent = true;     // exp2 argument (folded log2(e)*scale, FFMA) and ex2.approx error
+  bool rescale = true;      // rescale factors, one per running-max increase
+  bool p_rounding = true;   // P rounded to the recipe's P format
+  bool pv_accumulation = true;
+  bool l_accumulation = true;
+  bool division = true;     // the final a * (1/l)
+  bool output_rounding = true;
+  bool underflow = true;    // P below the P format's normal range
+  bool reference = true;    // the float64 reference's own certified error
+};
+
+struct ErrorBudget {
+  std::vector<double> o_bound;                // worst case, per element of O
+  std::vector<double> o_bound_probabilistic;  // the sqrt(n) variant (Higham-Mary), per element
+  std::vector<double> lse_bound;              // per row
+  std::vector<double> scale_a;                // A_ik = sum_j P_ij |V_jk|
+  std::vector<double> scale_d;                // D_ik = sum_j P_ij |V_jk - O_ik|
+};
+
+// tile_n is the key-tile width the subject used (the number of tiles and running-max increases
+// depend on it); pass the subject's actual Bc.
+ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
+                         const Float64Attention& ref, const BudgetTerms& terms = {});
+
+// An error expressed in ulps of the output format at the scale A_ik ("scaled ulps").
+double scaled_ulps(double error, double scale_a, Format output);
+
+struct WorstElement {
+  size_t index;  // into O (or LSE rows when is_lse)
+  bool is_lse;
+  double got, want, error, bound, scaled_ulps;
+};
+
+struct BudgetVerdict {
+  size_t elements = 0;      // O elements checked (finite reference)
+  size_t violations = 0;    // elements (O or LSE) beyond their bound, or NaN/inf mismatches
+  size_t nan_mismatches = 0;
+  double max_ratio = 0, sum_ratio = 0;            // error / bound
+  double max_ratio_probabilistic = 0;
+  double max_scaled_ulps = 0, sum_scaled_ulps = 0;
+  double max_abs_error = 0, sum_sq_error = 0;
+  double max_lse_ratio = 0;
+  std::vector<WorstElement> worst;  // the few largest error/bound, descending
+  double mean_ratio() const { return elements ? sum_ratio / double(elements) : 0; }
+  double mean_scaled_ulps() const { return elements ? sum_scaled_ulps / double(elements) : 0; }
+  double rmse() const;
+  void add(const BudgetVerdict& other, size_t keep_worst = 8);
+};
+
+// Compares a subject's O (and LSE, when given) with the reference: NaN where the reference is NaN,
+// exact 0 / -inf for rows with no visible key, and |error| <= bound everywhere else.
+BudgetVerdict check_against_budget(const Problem& p, const std::vector<double>& o, const std::vector<double>& lse,
+                                   const Float64Attention& ref, const ErrorBudget& budget, Format output,
+                                   size_t keep_worst = 8);
+
+}  // namespace fc

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: install what is missing, configure, build, run ctest.
+# GPU tests skip visibly where there is no GPU. Extra arguments go to ctest (e.g. -L property).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+build=${FLASHCHECK_BUILD_DIR:-build}
+jobs=${FLASHCHECK_JOBS:-$(nproc)}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j"$jobs"
+ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 900 "$@"
