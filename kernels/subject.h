@@ -47,6 +47,8 @@ std::optional<std::string> unsupported(const Capabilities& caps, const Problem& 
 struct SubjectOutput {
   std::vector<double> o;    // [B, Hq, Nq, dv], the exact values of the output format
   std::vector<double> lse;  // [B, Hq, Nq]; empty if the subject has no LSE
+  std::vector<double> o_unrounded;  // optional: O just before the rounding to the output format (the CPU
+                                    // emulation fills it; empty for other subjects)
 };
 
 // A subject reports failure (a CUDA error, a plugin's error code) by throwing SubjectError: it is a

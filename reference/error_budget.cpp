@@ -1,0 +1,498 @@
+// The error budget of a fused FA-2 forward pass: docs/error-analysis.md derives every term; the comments
+// here name the term and its label ([R] IEEE model, [M] tensor-core hardware model, [H] heuristic).
+//
+// Notation (one query row; stored units for fp8, i.e. values / descale):
+//   z_j     exact score of visible key j, sign-folded so that the kernel's max is max_j z_j
+//   sigma   |scale * q_descale * k_descale|: natural-log units per score unit
+//   m       max_j z_j;  Delta_j = m - z_j;  E_j = exp(-sigma Delta_j) (exact unnormalised weight, max 1)
+//   R_j     sum_c |q_c| |k_jc| (what bounds the score's accumulation error)
+//   eta_j   bound on |log(computed weight / (K E_j))|, K a factor common to every key of the row
+//   zeta_j  bound on the absolute (underflow) part of the weight error, in units of K
+// Weighted-mean lemma (exact): for any weights w_j and the exact mean O = sum_j E_j V_j / sum_j E_j,
+//   sum_j w_j V_j / sum_j w_j - O = sum_j (w_j - K E_j)(V_j - O) / sum_j w_j,
+// so every error that reaches the numerator and l identically only sees the centred |V_j - O|.
+#include "reference/error_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "reference/tensor_core_model.h"
+
+namespace fc {
+
+namespace {
+
+constexpr double u32 = 0x1p-24;
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+double gamma32(double n) { return n * u32 / (1 - n * u32); }
+double ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+}  // namespace
+
+double scaled_ulps(double error, double scale_a, Format output) {
+  return error / ulp(output, std::fabs(scale_a));
+}
+
+ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
+                         const Float64Attention& ref, const BudgetTerms& terms) {
+  if (tile_n < 0) throw std::invalid_argument("error_budget: tile_n must be the subject's Bc (>= 1), or 0 if unknown");
+  // Bc unknown: budget for Bc = 1 (every key its own tile: the most tiles, raises and rescale arguments)
+  // and count the accumulations as if every key were its own block and lane, which bounds any Bc.
+  const bool tile_unknown = tile_n == 0;
+  if (tile_unknown) tile_n = 1;
+  validate_inputs(p, in);
+  const Recipe r = o.recipe;
+  const RecipeSpec& rs = recipe_spec(r);
+  const bool fp8 = r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2;
+  const bool simt = r == Recipe::fp32;
+  const bool tc = !simt && o.accumulation == Accumulation::tensor_core;
+  const bool fa1 = o.normalisation == Normalisation::fa1;
+  const bool two_level = fp8 && o.two_level_accum;
+  // num_splits = 0 lets the subject choose: budget for splitting (at most one split per tile).
+  const bool splits_unknown = o.num_splits <= 0;
+  const int splits_opt = splits_unknown ? 2 : o.num_splits;
+  const BlockFmaModel tcm = tensor_core_model(r);
+  const double step = tcm.step_bound();
+  const FormatSpec& pf = spec(rs.p_format);
+  const FormatSpec& of = spec(rs.output);
+
+  // P rounding [R]: |P~ - x| <= u_P |x| in P's normal range, <= half its subnormal spacing below.
+  const double uP = (simt || !terms.p_rounding) ? 0.0 : pf.unit_roundoff();
+  const double S = fp8 ? 256.0 : 1.0;  // the kernel's power-of-two pre-scale of P (exact)
+  // Underflow [R]: ex2.approx.ftz flushes results below 2^-126 (also alpha); P below P's normal range
+  // rounds with an absolute error. In units of the row's max weight (the max key has weight ~1).
+  const double theta_ftz = 0x1p-125;
+  const double theta_abs = (simt ? 0.0 : 0.5 * pf.min_subnormal() / S) + theta_ftz;
+  const double thresh = std::max(0x1p-124, simt ? 0.0 : 2.0 * pf.min_normal() / S);
+  // tf32 operand rounding [R]: RN fp32 -> tf32 (relative 2^-11) of Q, K (score) and V (P.V).
+  // Computed exactly from the inputs: the score of the rounded operands against the exact score, and
+  // |V~ - V| per value, so inputs already representable in tf32 are charged nothing.
+  const bool op_round = r == Recipe::tf32;
+  const bool op_term = op_round && terms.operand_rounding;
+  auto opr = [&](double x) { return op_round ? round_to(Format::tf32, x) : x; };
+
+  const double qd = fp8 ? o.q_descale : 1.0, kd = fp8 ? o.k_descale : 1.0, vd = fp8 ? o.v_descale : 1.0;
+  const double scale = p.effective_scale() * qd * kd;
+  const double sigma = std::fabs(scale), sgn = scale < 0 ? -1.0 : 1.0;
+  const double c32 = double(float(sigma * 1.4426950408889634074));
+
+  // Score accumulation over d [R] (IEEE: gamma_d, FMA or not) or [M] (block FMA: ceil(d/b) chained
+  // steps of (b+1) 2^-F + 2^-23 each), relative to R_j; plus an absolute floor for fp32 subnormals.
+  const int ns_s = tc ? (p.d + tcm.b - 1) / tcm.b : p.d;
+  double eps_s = tc ? ns_s * step * (1 + ns_s * step) : gamma32(p.d);
+  eps_s += 0x1p-50;  // the budget's own double-precision scores
+  const double abs_s = ns_s * 0x1p-149;
+
+  ErrorBudget B;
+  B.tile_n = tile_unknown ? 0 : tile_n;
+  B.o_bound.assign(p.o_size(), 0.0);
+  B.o_bound_probabilistic.assign(p.o_size(), 0.0);
+  B.lse_bound.assign(p.lse_size(), 0.0);
+  B.lse_bound_probabilistic.assign(p.lse_size(), 0.0);
+  B.scale_a.assign(p.o_size(), 0.0);
+  B.scale_d.assign(p.o_size(), 0.0);
+
+  std::vector<int64_t> keys;
+  std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi;
+  std::vector<int> tile_of, cnt, tile_blk;
+  const double lambda = kProbabilisticLambda;
+
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int hk = p.kv_head(h);
+      if (op_round) {  // the tf32 operands, rounded once per head
+        kop.resize(size_t(p.n_k) * p.d);
+        for (int64_t j = 0; j < p.n_k; ++j)
+          for (int c = 0; c < p.d; ++c) kop[size_t(j) * p.d + c] = opr(in.k[p.k_index(b, hk, j, c)] / kd);
+        vdiff.resize(size_t(p.n_k) * p.dv);
+        for (int64_t j = 0; j < p.n_k; ++j)
+          for (int c = 0; c < p.dv; ++c) {
+            const double v = in.v[p.v_index(b, hk, j, c)];
+            vdiff[size_t(j) * p.dv + c] = std::fabs(opr(v) - v);
+          }
+      }
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        const size_t li = p.lse_index(b, h, i), o0 = p.o_index(b, h, i, 0);
+        if (op_round) {
+          qop.resize(p.d);
+          for (int c = 0; c < p.d; ++c) qop[c] = opr(in.q[p.q_index(b, h, i, c)] / qd);
+        }
+        const double ref_lse = ref.out.lse[li];
+        if (std::isnan(ref_lse) || ref_lse == -inf) continue;  // NaN rows / rows with no visible key: exact
+        keys.clear();
+        z.clear();
+        R.clear();
+        op_err.clear();
+        double zmax = -inf, rmax = 0;
+        for (int64_t j = 0; j < p.n_k; ++j) {
+          if (!p.visible(b, i, j)) continue;
+          double dot = 0, rr = 0, dot_op = 0;
+          for (int c = 0; c < p.d; ++c) {
+            const double qs = in.q[p.q_index(b, h, i, c)] / qd, ks = in.k[p.k_index(b, hk, j, c)] / kd;
+            dot += qs * ks;
+            if (op_round) {
+              const double qo = qop[c], ko = kop[size_t(j) * p.d + c];
+              dot_op += qo * ko;
+              rr += std::fabs(qo * ko);
+            } else {
+              rr += std::fabs(qs * ks);
+            }
+          }
+          keys.push_back(j);
+          z.push_back(sgn * dot);
+          // R carries the accumulation error; the operand rounding's score error is added exactly.
+          R.push_back(rr);
+          op_err.push_back(op_round ? (op_term ? std::fabs(dot_op - dot) * (1 + 0x1p-40) : 0.0) : 0.0);
+          zmax = std::max(zmax, sgn * dot);
+          rmax = std::max(rmax, rr);
+        }
+        const size_t n = keys.size();
+        double vmax = 0;
+        for (size_t x = 0; x < n; ++x)
+          for (int c = 0; c < p.dv; ++c) vmax = std::max(vmax, std::fabs(in.v[p.v_index(b, hk, keys[x], c)] / vd));
+        // Outside the model's domain (fp32 overflow of a score, of m*c or of the accumulator): no bound.
+        const double acc_mag = S * double(n) * vmax * 2;
+        if (!(rmax * (1 + eps_s) < 0x1p126) || !(rmax * c32 < 0x1p126) || !(acc_mag < 0x1p126)) {
+          for (int c = 0; c < p.dv; ++c) B.o_bound[o0 + c] = B.o_bound_probabilistic[o0 + c] = inf;
+          B.lse_bound[li] = B.lse_bound_probabilistic[li] = inf;
+          continue;
+        }
+        double eps_max = 0;  // max score error bound, stored units
+        for (size_t x = 0; x < n; ++x) eps_max = std::max(eps_max, eps_s * R[x] + abs_s + op_err[x]);
+
+        // Tiles in processing order, running max, and which tiles may raise the computed max.
+        tile_of.resize(n);
+        for (size_t x = 0; x < n; ++x) tile_of[x] = int(keys[x] / tile_n);
+        // distinct tiles (keys are ascending, so tiles are too)
+        std::vector<int> tiles;
+        std::vector<double> tmax;
+        for (size_t x = 0; x < n; ++x) {
+          if (tiles.empty() || tiles.back() != tile_of[x]) {
+            tiles.push_back(tile_of[x]);
+            tmax.push_back(-inf);
+          }
+          tmax.back() = std::max(tmax.back(), z[x]);
+        }
+        const size_t T = tiles.size();
+        std::vector<double> run(T);
+        std::vector<int> may_raise(T, 0), suffix(T + 1, 0);
+        for (size_t t = 0; t < T; ++t) {
+          run[t] = t ? std::max(run[t - 1], tmax[t]) : tmax[t];
+          may_raise[t] = t > 0 && (splits_opt > 1 || tmax[t] + eps_max > run[t - 1] - eps_max);
+        }
+        for (size_t t = T; t-- > 0;) suffix[t] = suffix[t + 1] + may_raise[t];
+        const int raises = suffix[0];
+        std::vector<size_t> tile_idx(n);
+        for (size_t x = 0, t = 0; x < n; ++x) {
+          while (tiles[t] != tile_of[x]) ++t;
+          tile_idx[x] = t;
+        }
+
+        // eta_j [R]: score error, the exponent's FFMA/c/mc roundings, the rescale arguments (they
+        // telescope: 2u sigma (m - m_t) in all), and the 2-ulp ex2 of p and of each later alpha.
+        E.resize(n);
+        eta.resize(n);
+        zeta.resize(n);
+        zeta_l.resize(n);
+        const double eK = std::exp(sigma * eps_max);  // bounds the common factor K and 1/K
+        const double ex2_rel = 5 * u32 * (1 + 5 * u32);
+        double sumE = 0;
+        for (size_t x = 0; x < n; ++x) {
+          const size_t t = tile_idx[x];
+          const double delta = zmax - z[x];
+          E[x] = std::exp(-sigma * delta);
+          sumE += E[x];
+          const int C = suffix[t + 1] + (splits_opt > 1 ? 1 : 0);
+          double e = 0;
+          if (terms.scores) e += sigma * (eps_s * R[x] + abs_s);
+          e += sigma * op_err[x];
+          if (terms.exponent)
+            e += u32 * sigma * ((delta + 2 * eps_max) * 2 + std::fabs(run[t]) + eps_max) * (1 + 4 * u32) + ex2_rel;
+          if (terms.rescale) e += 2 * u32 * sigma * (zmax - run[t] + 2 * eps_max) * (1 + 4 * u32) + ex2_rel * C;
+          eta[x] = e * (1 + 1e-6);
+          const bool flagged = terms.underflow && E[x] * std::exp(-eta[x]) / eK < thresh;
+          const double val = E[x] * std::exp(eta[x]) * eK;
+          zeta[x] = flagged ? std::min(val * (1 + uP), theta_abs * eK) : 0.0;
+          zeta_l[x] = flagged ? std::min(val, theta_ftz * eK) : 0.0;
+        }
+
+        // Accumulation counts. l: keys per quad lane (tensor-core recipes). a: per column, only keys with
+        // V_jk != 0 can round (an FMA or block step whose products are all zero returns c exactly).
+        int lane_cnt[4] = {0, 0, 0, 0};
+        std::vector<int>& blk_id = tile_blk;  // block of each key within the row's sequence
+        blk_id.resize(n);
+        int n_blocks_all = 0, max_tile_keys = 1;
+        {
+          int last_block = -1, keys_in_tile = 0;
+          for (size_t x = 0; x < n; ++x) {
+            keys_in_tile = (x > 0 && tile_of[x] == tile_of[x - 1]) ? keys_in_tile + 1 : 1;
+            max_tile_keys = std::max(max_tile_keys, keys_in_tile);
+            const int64_t off = keys[x] - int64_t(tile_of[x]) * tile_n;
+            lane_cnt[(off % 8) / 2]++;
+            const int blk = tile_of[x] * 1000003 + int(off / (tc ? tcm.b : 1));
+            if (blk != last_block) ++n_blocks_all;
+            last_block = blk;
+            blk_id[x] = blk;
+          }
+        }
+        const int splits = splits_unknown ? int(std::max<size_t>(T, 1)) : splits_opt;
+        const int merge = splits > 1 ? 2 * splits + (fa1 ? 2 : 0) : 0;
+        const double fa1_tiles = fa1 ? double((p.key_length(b) + tile_n - 1) / tile_n) : 0.0;
+        // eps_pv relative to W = sum_j w_j |V_jk|, from the column's count of rounding steps.
+        auto eps_pv_of = [&](int nz_keys, int nz_blocks, int nz_max_tile_blocks, bool prob) {
+          if (!terms.pv_accumulation) return 0.0;
+          double e;
+          if (tc && tile_unknown)  // every key its own block, in one chain or per tile: bounds any Bc
+            e = nz_keys * step * (1 + nz_keys * step) + gamma32(double(n + raises + merge));
+          else if (tc && two_level)  // [M] per-tile block chain from zero, then an fp32 add per tile [R]
+            e = nz_max_tile_blocks * step * (1 + nz_max_tile_blocks * step) + gamma32(double(T + raises + merge));
+          else if (tc)  // [M] one chain of block steps through the accumulator; rescale multiplies [R]
+            e = nz_blocks * step * (1 + nz_blocks * step) + gamma32(double(raises + merge));
+          else  // [R] sequential fp32 FMA
+            e = gamma32(double(nz_keys + raises + merge));
+          // FA-1 renormalises at every tile of the row BLOCK's key range, also tiles with no visible key for
+          // this row (the range depends on Br, which the budget does not see): at most ceil(len / Bc).
+          if (fa1) e += gamma32(3.0 * fa1_tiles);
+          if (!prob || tc) return e;  // truncation (RZ) is one-signed: no sqrt(n) [H]
+          // FA-1's per-tile renormalisation stays worst case: once l stops growing (a dominant key), every
+          // tile repeats the same roundings (fl(kept O), fl(1/l)), so its errors are not independent.
+          const double fa1_part = fa1 ? gamma32(3.0 * fa1_tiles) : 0.0;
+          return std::min(e, lambda * std::sqrt(double(nz_keys + raises + merge)) * u32 + fa1_part);
+        };
+        double eps_l = 0, eps_l_prob = 0;
+        if (terms.l_accumulation) {
+          double nl;
+          if (fa1) nl = double(n + T);
+          else if (simt) nl = ceil_log2(max_tile_keys) + 2.0 * T;  // adds with a zero partner are exact
+          else nl = double((tile_unknown ? int(n) : *std::max_element(lane_cnt, lane_cnt + 4)) + raises + 2);
+          nl += merge;
+          eps_l = gamma32(nl);
+          eps_l_prob = std::min(eps_l, lambda * std::sqrt(nl) * u32);
+        }
+        const double eps_fin = terms.division ? std::pow(1 + u32, fp8 ? 3 : 2) - 1 : 0.0;
+        const double u_out = terms.output_rounding ? of.unit_roundoff() : 0.0;
+        const double out_abs = terms.output_rounding ? 0.5 * of.min_subnormal() : 0.0;
+
+        // Weight intervals. Default: l sums the rounded P~ that multiplies V, so P rounding and underflow
+        // are shared by numerator and l (centred). l_from_fp32_p: l sums the fp32 weights.
+        const bool l_fp32 = o.l_from_fp32_p;
+        double den = 0;
+        err_c.resize(n);
+        err_c_det.resize(n);
+        whi.resize(n);
+        double lhi = 0, sum_whi = 0;
+        for (size_t x = 0; x < n; ++x) {
+          const double ep = std::exp(eta[x]), em = std::exp(-eta[x]);
+          whi[x] = E[x] * ep * (1 + uP) + zeta[x];
+          sum_whi += whi[x];
+          if (!l_fp32) {
+            den += std::max(0.0, E[x] * em * (1 - uP) - zeta[x]);
+            err_c[x] = E[x] * (ep * (1 + uP) - 1) + zeta[x];
+            err_c_det[x] = E[x] * (ep - 1) + zeta[x];
+            lhi += whi[x];
+          } else {
+            den += std::max(0.0, E[x] * em - zeta_l[x]);
+            err_c[x] = E[x] * (ep - 1) + zeta_l[x];
+            err_c_det[x] = err_c[x];
+            lhi += E[x] * ep + zeta_l[x];
+          }
+        }
+        const double floor_abs = terms.underflow ? (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (S * den) * vd : 0.0;
+
+        for (int c = 0; c < p.dv; ++c) {
+          const size_t oi = o0 + c;
+          const double O = ref.out.o[oi];
+          if (std::isnan(O)) continue;
+          const double oe = ref.o_error_bound[oi];
+          double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, A = 0, D = 0, vop = 0;
+          int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_blk = -1, last_tile = -1;
+          for (size_t x = 0; x < n; ++x) {
+            const double v = in.v[p.v_index(b, hk, keys[x], c)];
+            if (v != 0) {
+              ++nz_keys;
+              if (tile_of[x] != last_tile) {
+                nz_tile_blocks = 0;
+                last_tile = tile_of[x];
+              }
+              if (blk_id[x] != last_blk) {
+                ++nz_blocks;
+                nz_max_tile_blocks = std::max(nz_max_tile_blocks, ++nz_tile_blocks);
+                last_blk = blk_id[x];
+              }
+            }
+            const double dv_ = std::fabs(v - O) + oe;
+            num += err_c[x] * dv_;
+            num_det += err_c_det[x] * dv_;
+            A += E[x] * std::fabs(v);
+            D += E[x] * std::fabs(v - O);
+            W += whi[x] * std::fabs(v);
+            if (op_term) vop += whi[x] * vdiff[size_t(keys[x]) * p.dv + c];
+            const double ep = E[x] * std::exp(eta[x]);
+            if (!l_fp32) {
+              num_p2 += (ep * dv_) * (ep * dv_);
+            } else {
+              tp += (uP * ep + zeta[x]) * std::fabs(v);
+              tp_det += zeta[x] * std::fabs(v);
+              tp2 += (ep * v) * (ep * v);
+            }
+          }
+          B.scale_a[oi] = A / sumE;
+          B.scale_d[oi] = D / sumE;
+          const double Tc = num / den, Tp = tp / den, Wn = W / den, Vop = vop / den;
+          const double Tc_prob = std::min(Tc, (num_det + lambda * uP * std::sqrt(num_p2)) / den);
+          const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
+          auto total = [&](double tc_, double tp_, double epv, double el) {
+            const double Y = std::fabs(O) + oe + tc_ + tp_;
+            const double top = Vop;
+            const double eacc = (epv * Wn + el * Y) / (1 - el);
+            const double Z = Y + top + eacc;
+            const double fin = eps_fin * Z;
+            const double outr = u_out * (Z + fin) + out_abs;
+            return (tc_ + tp_ + top + eacc + fin + outr + floor_abs) * (1 + 1e-9) + (terms.reference ? oe : 0.0);
+          };
+          B.o_bound[oi] = total(Tc, Tp, eps_pv_of(nz_keys, nz_blocks, nz_max_tile_blocks, false), eps_l);
+          B.o_bound_probabilistic[oi] =
+              total(Tc_prob, Tp_prob, eps_pv_of(nz_keys, nz_blocks, nz_max_tile_blocks, true), eps_l_prob);
+        }
+
+        // LSE [R]: lse = fl(fl(m^ se) + fl(logf(l) - offset)); the weights' errors reach log l through
+        // L = max(log(l_hi / sum E), -log(l_lo / sum E)).
+        auto lse_total = [&](double el) {
+          const double lo = den * (1 - el), hi = lhi * (1 + el);
+          const double L = std::max(std::log(hi / sumE), -std::log(lo / sumE));
+          const double logl = std::fabs(std::log(S * sumE)) + L + sigma * eps_max;
+          const double off = fp8 ? 8 * std::log(2.0) : 0.0;
+          double e = L + 2.01 * u32 * sigma * (std::fabs(zmax) + eps_max) + 4 * u32 * logl + u32 * (logl + off) +
+                     (fp8 ? u32 * off : 0.0);
+          e += u32 * (std::fabs(ref_lse) + e) * 1.01;
+          return e * (1 + 1e-9) + (terms.reference ? ref.lse_error_bound[li] : 0.0);
+        };
+        B.lse_bound[li] = lse_total(eps_l);
+        B.lse_bound_probabilistic[li] = lse_total(eps_l_prob);
+      }
+    }
+  return B;
+}
+
+double BudgetVerdict::rmse() const { return elements ? std::sqrt(sum_sq_error / double(elements)) : 0.0; }
+
+void BudgetVerdict::add(const BudgetVerdict& x, size_t keep_worst) {
+  elements += x.elements;
+  violations += x.violations;
+  nan_mismatches += x.nan_mismatches;
+  lse_checked += x.lse_checked;
+  exceed_probabilistic += x.exceed_probabilistic;
+  max_ratio = std::max(max_ratio, x.max_ratio);
+  sum_ratio += x.sum_ratio;
+  max_ratio_probabilistic = std::max(max_ratio_probabilistic, x.max_ratio_probabilistic);
+  max_scaled_ulps = std::max(max_scaled_ulps, x.max_scaled_ulps);
+  sum_scaled_ulps += x.sum_scaled_ulps;
+  max_abs_error = std::max(max_abs_error, x.max_abs_error);
+  sum_sq_error += x.sum_sq_error;
+  max_lse_ratio = std::max(max_lse_ratio, x.max_lse_ratio);
+  worst.insert(worst.end(), x.worst.begin(), x.worst.end());
+  std::sort(worst.begin(), worst.end(), [](const WorstElement& a, const WorstElement& b) {
+    return a.error / a.bound > b.error / b.bound;  // bound 0 with error > 0 gives inf: first
+  });
+  if (worst.size() > keep_worst) worst.resize(keep_worst);
+}
+
+BudgetVerdict check_against_budget(const Problem& p, const std::vector<double>& o, const std::vector<double>& lse,
+                                   const Float64Attention& ref, const ErrorBudget& budget, Format output,
+                                   size_t keep_worst) {
+  if (o.size() != p.o_size()) throw std::invalid_argument("check_against_budget: O has the wrong size");
+  if (!lse.empty() && lse.size() != p.lse_size()) throw std::invalid_argument("check_against_budget: LSE has the wrong size");
+  BudgetVerdict v;
+  auto ratio_of = [](double err, double bound) { return err == 0 ? 0.0 : (bound > 0 ? err / bound : inf); };
+  double cut = -1;  // ratios at or below this cannot enter the kept worst list
+  auto note = [&](size_t index, bool is_lse, double got, double want, double err, double bound, double su) {
+    if (keep_worst == 0 || ratio_of(err, bound) <= cut) return;
+    v.worst.push_back({index, is_lse, got, want, err, bound, su});
+    if (v.worst.size() > 4 * keep_worst + 16) {
+      std::sort(v.worst.begin(), v.worst.end(), [&](const WorstElement& a, const WorstElement& b) {
+        return ratio_of(a.error, a.bound) > ratio_of(b.error, b.bound);
+      });
+      v.worst.resize(keep_worst);
+      cut = ratio_of(v.worst.back().error, v.worst.back().bound);
+    }
+  };
+  for (size_t r = 0; r < p.lse_size(); ++r) {
+    const double want_lse = ref.out.lse[r];
+    const size_t o0 = r * size_t(p.dv);
+    const bool empty_row = want_lse == -inf;
+    for (int c = 0; c < p.dv; ++c) {
+      const size_t oi = o0 + c;
+      const double want = ref.out.o[oi], got = o[oi];
+      if (std::isnan(want) || std::isnan(got) || !std::isfinite(got)) {
+        if (!(std::isnan(want) && std::isnan(got))) {
+          ++v.nan_mismatches;
+          ++v.violations;
+          note(oi, false, got, want, inf, budget.o_bound[oi], inf);
+        }
+        continue;
+      }
+      if (empty_row) {  // no visible key: exactly 0
+        if (got != 0.0) {
+          ++v.violations;
+          note(oi, false, got, want, std::fabs(got), 0.0, inf);
+        }
+        continue;
+      }
+      const double err = std::fabs(got - want), bound = budget.o_bound[oi];
+      const double ratio = ratio_of(err, bound);
+      const double su = scaled_ulps(err, budget.scale_a[oi], output);
+      ++v.elements;
+      v.sum_ratio += std::isfinite(ratio) ? ratio : 0.0;
+      v.max_ratio = std::max(v.max_ratio, ratio);
+      const double pr = ratio_of(err, budget.o_bound_probabilistic[oi]);
+      v.max_ratio_probabilistic = std::max(v.max_ratio_probabilistic, pr);
+      if (pr > 1) ++v.exceed_probabilistic;
+      v.max_scaled_ulps = std::max(v.max_scaled_ulps, su);
+      v.sum_scaled_ulps += su;
+      v.max_abs_error = std::max(v.max_abs_error, err);
+      v.sum_sq_error += err * err;
+      if (err > bound) ++v.violations;
+      note(oi, false, got, want, err, bound, su);
+    }
+    if (lse.empty()) continue;
+    const double got = lse[r];
+    if (std::isnan(want_lse) || std::isnan(got)) {
+      if (!(std::isnan(want_lse) && std::isnan(got))) {
+        ++v.nan_mismatches;
+        ++v.violations;
+        note(r, true, got, want_lse, inf, budget.lse_bound[r], inf);
+      }
+      continue;
+    }
+    if (empty_row || std::isinf(got)) {
+      if (!(empty_row && got == -inf)) {
+        ++v.violations;
+        if (!empty_row) ++v.nan_mismatches;
+        note(r, true, got, want_lse, inf, empty_row ? 0.0 : budget.lse_bound[r], inf);
+      }
+      continue;
+    }
+    ++v.lse_checked;
+    const double err = std::fabs(got - want_lse), bound = budget.lse_bound[r];
+    const double ratio = ratio_of(err, bound);
+    v.max_lse_ratio = std::max(v.max_lse_ratio, ratio);
+    if (err > bound) {
+      ++v.violations;
+      note(r, true, got, want_lse, err, bound, 0.0);
+    }
+  }
+  std::sort(v.worst.begin(), v.worst.end(), [&](const WorstElement& a, const WorstElement& b) {
+    return ratio_of(a.error, a.bound) > ratio_of(b.error, b.bound);
+  });
+  if (v.worst.size() > keep_worst) v.worst.resize(keep_worst);
+  return v;
+}
+
+}  // namespace fc

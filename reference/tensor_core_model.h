@@ -1,0 +1,71 @@
+// The tensor-core block-FMA model (after Fasi, Higham, Mikaitis & Pranesh 2021 and the bit-accurate
+// models of Khattak & Mikaitis; parameters in /work/shared/research/numerics.md section 3), shared by the
+// CPU emulation (which executes it) and the error budget (which bounds it).
+//
+// One block step computes d = c + sum_{i<b} a_i b_i: the products are exact, every term (c included) is
+// aligned to the largest exponent e_max among them, bits below 2^(e_max - F) are truncated (no sticky
+// bit), the aligned terms are summed exactly, and the result is rounded toward zero to fp32.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "reference/recipe.h"
+
+namespace fc {
+
+struct BlockFmaModel {
+  int b = 16;  // products per block step (the MMA's k extent)
+  int F = 25;  // fractional bits kept below the largest term's leading bit (23 + extra alignment bits)
+  // What the error budget charges per step, relative to |c| + sum |a_i b_i|: (b + 1) 2^-F for the
+  // truncations plus 2^-23 for the final round-toward-zero. For fp8 the budget is more conservative than
+  // the model the emulation executes (see budget_F).
+  int budget_F = 25;
+  double step_bound() const { return double(b + 1) * std::ldexp(1.0, -budget_F) + std::ldexp(1.0, -23); }
+};
+
+// H100/H200 mma.sync parameters per recipe. fp16/bf16: b = 16, F = 25 (m16n8k16). tf32: b = 8, F = 25
+// (m16n8k8). fp8 via mma.sync m16n8k32: numerics.md reports Hopper mma.sync fp8 matching fp32-precision
+// sums (~99.6%), not the 13-bit wgmma accumulator; the emulation executes b = 32, F = 25 and the budget
+// charges one bit less (F = 24), which also covers a sequential round-to-nearest fp32 sum of the 33 terms
+// (gamma_33(2^-24) < 35 * 2^-24). A wgmma fp8 kernel (F = 13) is NOT covered: see docs/error-analysis.md.
+// fp32 has no tensor-core path (the fp32 recipe is always IEEE sequential FMA).
+inline BlockFmaModel tensor_core_model(Recipe r) {
+  switch (r) {
+    case Recipe::tf32: return {8, 25, 25};
+    case Recipe::fp8_e4m3:
+    case Recipe::fp8_e5m2: return {32, 25, 24};
+    default: return {16, 25, 25};
+  }
+}
+
+// Round a double toward zero to fp32 (the tensor core's final normalisation).
+inline float round_toward_zero_f32(double x) {
+  float f = static_cast<float>(x);  // RN
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+// One block step: c + sum of n exact products t[0..n) (n <= 64), truncated per term at 2^(e_max - F)
+// and rounded toward zero. Non-finite inputs fall back to plain IEEE sums (NaN / inf propagate).
+inline float block_fma_step(float c, const double* t, int n, int F) {
+  double mx = std::fabs(static_cast<double>(c));
+  for (int i = 0; i < n; ++i) mx = std::fmax(mx, std::fabs(t[i]));
+  if (!(mx < INFINITY)) {  // inf or NaN somewhere (fmax ignores NaN: check explicitly)
+    double s = c;
+    for (int i = 0; i < n; ++i) s += t[i];
+    return static_cast<float>(s);
+  }
+  bool nan = std::isnan(c);
+  for (int i = 0; i < n; ++i) nan |= std::isnan(t[i]);
+  if (nan) return NAN;
+  if (mx == 0) return c + 0.0f;
+  const int e = std::ilogb(mx);
+  const double q = std::ldexp(1.0, e - F), iq = std::ldexp(1.0, F - e);
+  double s = std::trunc(static_cast<double>(c) * iq);
+  for (int i = 0; i < n; ++i) s += std::trunc(t[i] * iq);  // integers < 2^(F+8): exact in double
+  return round_toward_zero_f32(s * q);
+}
+
+}  // namespace fc

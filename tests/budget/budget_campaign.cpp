@@ -1,0 +1,50 @@
+// The must-show campaign: >= 10^7 checked output elements per recipe, the emulation against its budget,
+// zero violations expected. Prints the figures docs/error-analysis.md quotes.
+//   budget_campaign [--elements N] [--recipe NAME|all] [--seed S] [--max-keys K]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tests/budget/budget_support.h"
+
+using namespace fc;
+using namespace fc::budget_test;
+
+int main(int argc, char** argv) {
+  size_t elements = 10000000;
+  std::string recipe = "all";
+  uint64_t seed = 20261129;
+  int64_t max_keys = 320;
+  for (int a = 1; a + 1 < argc; a += 2) {
+    const std::string k = argv[a];
+    if (k == "--elements") elements = size_t(std::atof(argv[a + 1]));
+    else if (k == "--recipe") recipe = argv[a + 1];
+    else if (k == "--seed") seed = std::strtoull(argv[a + 1], nullptr, 10);
+    else if (k == "--max-keys") max_keys = std::atoll(argv[a + 1]);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  size_t total_violations = 0;
+  std::printf("| recipe | cases | O elements | LSE rows | violations | NaN mismatches | max err/B | mean err/B | max err/B_prob | elements > B_prob | max scaled ulps | max LSE err/B | seconds |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (Recipe r : all_recipes) {
+    if (recipe != "all" && recipe != recipe_spec(r).name) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Campaign cam = run_campaign(r, elements, seed + uint64_t(r), max_keys, 4e6);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const BudgetVerdict& v = cam.verdict;
+    std::printf("| %s | %zu | %zu | %zu | %zu | %zu | %.4f | %.4f | %.4f | %zu | %.1f | %.4f | %.0f |\n",
+                std::string(recipe_spec(r).name).c_str(), cam.cases, v.elements, v.lse_checked, v.violations,
+                v.nan_mismatches, v.max_ratio, v.mean_ratio(), v.max_ratio_probabilistic, v.exceed_probabilistic,
+                v.max_scaled_ulps, v.max_lse_ratio, s);
+    std::fprintf(stderr, "%s worst case: %s\n", std::string(recipe_spec(r).name).c_str(), cam.worst_case.c_str());
+    std::fflush(stdout);
+    total_violations += v.violations;
+  }
+  std::printf("total violations: %zu\n", total_violations);
+  return total_violations == 0 ? 0 : 1;
+}
