@@ -1,0 +1,184 @@
+// The generators do what docs/properties.md says: lengths biased to tile boundaries, every mask kind,
+// empty rows where asked, hostile values that really are NaN / subnormal / -0 in the input format, and
+// nothing a subject does not claim (a CUDA-like capability set never yields an unsupported case).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "kernels/subject.h"
+#include "properties/generators.h"
+
+namespace fc {
+namespace {
+
+Capabilities emulation_like() {
+  Capabilities c;
+  c.name = "emulation-like";
+  c.recipes.assign(all_recipes.begin(), all_recipes.end());
+  c.dv_may_differ = c.any_tile = c.causal = c.window = c.dense_mask = c.key_lengths = c.gqa = c.lse = true;
+  c.split_kv = c.fa1 = c.l_from_fp32_p = c.two_level_accum = true;
+  return c;
+}
+
+Capabilities cuda_like() {
+  Capabilities c;
+  c.name = "cuda-like";
+  c.recipes = {Recipe::fp32, Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3, Recipe::fp8_e5m2};
+  c.head_dims = {32, 64, 96, 128, 256};
+  c.tiles = {{128, 64}, {128, 128}, {64, 64}, {128, 32}, {64, 32}};
+  c.causal = c.dense_mask = c.key_lengths = c.gqa = c.lse = c.split_kv = c.l_from_fp32_p = c.two_level_accum = true;
+  return c;
+}
+
+std::vector<GeneratedCase> sample(const Capabilities& caps, const CaseSpace& space, int n) {
+  std::vector<GeneratedCase> out;
+  const auto g = gen_case(caps, space);
+  for (int i = 0; i < n; ++i) out.push_back(g(rc::Random(uint64_t(1000 + i)), 100).value());
+  return out;
+}
+
+bool has_empty_row(const Problem& p) {
+  for (int b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.n_q; ++i) {
+      bool any = false;
+      for (int64_t j = 0; j < p.n_k && !any; ++j) any = p.visible(b, i, j);
+      if (!any) return true;
+    }
+  return false;
+}
+
+TEST(property_generators, lengths_are_biased_to_tile_boundaries) {
+  const auto cases = sample(emulation_like(), {}, 2000);
+  int boundary = 0, below_tile = 0, one = 0, unequal = 0;
+  for (const GeneratedCase& c : cases) {
+    const int64_t bc = c.options.tile_n, r = c.problem.n_k % bc;
+    boundary += (c.problem.n_k >= bc - 1) && (r == 0 || r == 1 || r == bc - 1);
+    below_tile += c.problem.n_k < bc;
+    one += c.problem.n_k == 1;
+    unequal += c.problem.n_q != c.problem.n_k;
+    ASSERT_NO_THROW(c.problem.validate()) << c.describe();
+    ASSERT_LE(c.problem.n_k, 300);
+  }
+  EXPECT_GT(boundary, 2000 * 4 / 10) << "k*Bc-1, k*Bc, k*Bc+1";
+  EXPECT_GT(below_tile, 100);
+  EXPECT_GT(one, 50);
+  EXPECT_GT(unequal, 2000 / 3);
+}
+
+TEST(property_generators, every_kind_appears) {
+  const auto cases = sample(emulation_like(), {}, 2000);
+  std::set<MaskKind> masks;
+  std::set<Recipe> recipes;
+  std::set<Distribution> dists;
+  std::set<Hostile> hostile;
+  int gqa = 0, dv_differs = 0, empty = 0, splits = 0, fa1 = 0, odd_d = 0, varlen_zero = 0;
+  for (const GeneratedCase& c : cases) {
+    masks.insert(c.mask);
+    recipes.insert(c.options.recipe);
+    dists.insert(c.distribution);
+    for (const HostileEdit& e : c.edits) hostile.insert(e.kind);
+    gqa += c.problem.heads_q != c.problem.heads_kv;
+    dv_differs += c.problem.dv != c.problem.d;
+    empty += has_empty_row(c.problem);
+    splits += c.options.num_splits > 1;
+    fa1 += c.options.normalisation == Normalisation::fa1;
+    odd_d += c.problem.d % 2 == 1;
+    for (int64_t l : c.problem.key_lengths) varlen_zero += l == 0;
+  }
+  EXPECT_EQ(masks.size(), 7u);
+  EXPECT_EQ(recipes.size(), all_recipes.size());
+  EXPECT_EQ(dists.size(), all_distributions.size());
+  EXPECT_EQ(hostile.size(), 5u) << "every kind but NaN (weight 0 by default)";
+  EXPECT_GT(gqa, 100);
+  EXPECT_GT(dv_differs, 100);
+  EXPECT_GT(empty, 100);
+  EXPECT_GT(splits, 100);
+  EXPECT_GT(fa1, 100);
+  EXPECT_GT(odd_d, 100);
+  EXPECT_GT(varlen_zero, 20);
+}
+
+TEST(property_generators, spaces_are_honoured) {
+  CaseSpace empty;
+  empty.need_empty_row = true;
+  int with_empty = 0;
+  for (const GeneratedCase& c : sample(emulation_like(), empty, 500)) with_empty += has_empty_row(c.problem);
+  EXPECT_GT(with_empty, 500 * 95 / 100);
+
+  CaseSpace nan;
+  nan.need_nan = true;
+  for (const GeneratedCase& c : sample(emulation_like(), nan, 300)) {
+    RunOptions o;
+    const AttentionInputs in = c.materialize(&o);
+    bool any = false;
+    for (const auto* t : {&in.q, &in.k, &in.v})
+      for (double x : *t) any |= std::isnan(x);
+    ASSERT_TRUE(any) << c.describe();
+  }
+
+  CaseSpace none;
+  none.masks = false;
+  for (const GeneratedCase& c : sample(emulation_like(), none, 300)) {
+    ASSERT_FALSE(c.problem.window.active());
+    ASSERT_TRUE(c.problem.key_lengths.empty());
+    ASSERT_TRUE(c.problem.dense_mask.empty());
+  }
+}
+
+TEST(property_generators, only_what_the_subject_claims) {
+  const Capabilities caps = cuda_like();
+  for (const GeneratedCase& c : sample(caps, {}, 1000)) {
+    const auto why = unsupported(caps, c.problem, c.options);
+    ASSERT_FALSE(why.has_value()) << *why << "\n" << c.describe();
+    ASSERT_EQ(c.problem.d, c.problem.dv);
+    ASSERT_NE(c.options.normalisation, Normalisation::fa1);
+  }
+}
+
+TEST(property_generators, hostile_values_are_what_they_claim) {
+  CaseSpace space;
+  space.nan_weight = 2;
+  int checked = 0;
+  for (const GeneratedCase& c : sample(emulation_like(), space, 1500)) {
+    if (c.edits.empty()) continue;
+    RunOptions o;
+    const AttentionInputs in = c.materialize(&o);
+    const Format f = recipe_spec(c.options.recipe).input;
+    const FormatSpec& s = spec(f);
+    // Every input is a value of the input format (times the fp8 descale), or NaN; never inf.
+    for (const auto& [t, descale] : {std::pair{&in.q, o.q_descale}, std::pair{&in.k, o.k_descale}, std::pair{&in.v, o.v_descale}})
+      for (double x : *t) {
+        ASSERT_FALSE(std::isinf(x)) << c.describe();
+        if (!std::isnan(x)) {
+          ASSERT_TRUE(is_representable(f, x / descale)) << x << " " << c.describe();
+        }
+      }
+    // The last edit to a position is what is there.
+    const HostileEdit& e = c.edits.back();
+    const std::vector<double>& t = e.tensor == 'q' ? in.q : e.tensor == 'k' ? in.k : in.v;
+    const double descale = e.tensor == 'q' ? o.q_descale : e.tensor == 'k' ? o.k_descale : o.v_descale;
+    const double x = t[e.position % t.size()] / descale;
+    switch (e.kind) {
+      case Hostile::nan: EXPECT_TRUE(std::isnan(x)); break;
+      case Hostile::negative_zero: EXPECT_TRUE(x == 0 && std::signbit(x)); break;
+      case Hostile::min_subnormal: EXPECT_EQ(std::fabs(x), s.min_subnormal()); break;
+      case Hostile::subnormal: EXPECT_TRUE(std::fabs(x) > 0 && std::fabs(x) < s.min_normal()) << x; break;
+      case Hostile::min_normal: EXPECT_EQ(std::fabs(x), s.min_normal()); break;
+      case Hostile::large: EXPECT_EQ(std::fabs(x), 256.0); break;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 300);
+}
+
+TEST(property_generators, describe_is_readable) {
+  const auto c = sample(emulation_like(), {}, 1).front();
+  const std::string d = c.describe();
+  for (const char* field : {"B=", "Nq=", "Nk=", "d=", "Br=", "Bc=", "dist=", "seed=", "mask="})
+    EXPECT_NE(d.find(field), std::string::npos) << field << " missing in " << d;
+}
+
+}  // namespace
+}  // namespace fc
