@@ -1,0 +1,131 @@
+// Subjects by name (kernels/subject_registry.h). The CUDA subjects are our CUDA plugins, dlopened from
+// where the build (or the install) put them, so the CPU-only build needs nothing from CUDA and the
+// fused and naive plugins, which export the same entry symbol, can live in one process.
+#include "kernels/subject_registry.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+
+#include "kernels/plugin/plugin_subject.h"
+
+#ifdef FLASHCHECK_HAVE_EMULATION
+#include "kernels/cpu/emulated_kernel.h"
+#endif
+#ifdef FLASHCHECK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fc {
+
+namespace {
+
+#ifdef FLASHCHECK_HAVE_EMULATION
+// parse_bug may return the bug or an optional of it; both spellings are accepted here.
+template <class T>
+DeliberateBug unwrap_bug(const std::optional<T>& bug, std::string_view name) {
+  if (!bug) throw std::invalid_argument("unknown deliberate bug '" + std::string(name) + "' in subject name");
+  return *bug;
+}
+inline DeliberateBug unwrap_bug(DeliberateBug bug, std::string_view) { return bug; }
+#endif
+
+#ifdef FLASHCHECK_HAVE_CUDA
+// Where our CUDA plugin lives: $FLASHCHECK_<ENV>, the build tree, next to the running executable
+// (<prefix>/bin/../lib), or the install prefix's library directory.
+std::string find_cuda_plugin(const char* env, const char* build_path, const char* file_name) {
+  namespace fs = std::filesystem;
+  if (const char* e = std::getenv(env); e && *e) return e;
+  std::error_code ec;
+  if (fs::exists(build_path, ec)) return build_path;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const char* rel : {"../lib", "../lib64", "."}) {
+      const fs::path candidate = exe.parent_path() / rel / file_name;
+      if (fs::exists(candidate, ec)) return candidate.lexically_normal().string();
+    }
+  }
+  const fs::path installed = fs::path(FLASHCHECK_INSTALL_LIBDIR) / file_name;
+  if (fs::exists(installed, ec)) return installed.string();
+  throw SubjectError(std::string("cannot find ") + file_name + " (looked at $" + env + ", " + build_path + ", " +
+                     "next to the executable and in " + FLASHCHECK_INSTALL_LIBDIR + ")");
+}
+
+std::unique_ptr<Subject> open_cuda(bool naive) {
+  if (!gpu_available())
+    throw SubjectError(std::string(naive ? "cuda-naive" : "cuda") + ": no usable CUDA device in this process");
+  if (naive)
+    return PluginSubject::open(find_cuda_plugin("FLASHCHECK_CUDA_NAIVE_PLUGIN", FLASHCHECK_CUDA_NAIVE_PLUGIN_PATH,
+                                                FLASHCHECK_CUDA_NAIVE_PLUGIN_FILE));
+  return PluginSubject::open(
+      find_cuda_plugin("FLASHCHECK_CUDA_PLUGIN", FLASHCHECK_CUDA_PLUGIN_PATH, FLASHCHECK_CUDA_PLUGIN_FILE));
+}
+#endif
+
+}  // namespace
+
+std::unique_ptr<Subject> make_subject(std::string_view name) {
+  constexpr std::string_view plugin_prefix = "plugin:";
+  constexpr std::string_view bug_prefix = "emulation+bug:";
+  if (name.substr(0, plugin_prefix.size()) == plugin_prefix) {
+    const std::string path(name.substr(plugin_prefix.size()));
+    if (path.empty()) throw std::invalid_argument("subject 'plugin:' needs a path: plugin:/path/to/libkernel.so");
+    return PluginSubject::open(path);
+  }
+#ifdef FLASHCHECK_HAVE_EMULATION
+  if (name == "emulation") return std::make_unique<EmulatedKernel>();
+  if (name.substr(0, bug_prefix.size()) == bug_prefix) {
+    const std::string bug(name.substr(bug_prefix.size()));
+    return std::make_unique<EmulatedKernel>(unwrap_bug(parse_bug(bug), bug));
+  }
+#else
+  if (name == "emulation" || name.substr(0, bug_prefix.size()) == bug_prefix)
+    throw SubjectError("subject '" + std::string(name) + "': this flashcheck was built without the CPU emulation");
+#endif
+  if (name == "cuda" || name == "cuda-naive") {
+#ifdef FLASHCHECK_HAVE_CUDA
+    return open_cuda(name == "cuda-naive");
+#else
+    throw SubjectError("subject '" + std::string(name) + "': this flashcheck was built without CUDA");
+#endif
+  }
+  std::string known;
+  for (const auto& s : available_subjects()) known += (known.empty() ? "" : ", ") + s;
+  throw std::invalid_argument("unknown subject '" + std::string(name) + "' (known: " + known +
+                              ", emulation+bug:<name>, plugin:<path>)");
+}
+
+std::vector<std::string> available_subjects() {
+  std::vector<std::string> names;
+#ifdef FLASHCHECK_HAVE_EMULATION
+  names.push_back("emulation");
+#endif
+#ifdef FLASHCHECK_HAVE_CUDA
+  names.push_back("cuda");
+  names.push_back("cuda-naive");
+#endif
+  return names;
+}
+
+bool gpu_available() {
+#ifdef FLASHCHECK_HAVE_CUDA
+  static const bool available = [] {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error for later callers
+      return false;
+    }
+    return n > 0;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+}  // namespace fc

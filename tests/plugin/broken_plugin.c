@@ -1,0 +1,63 @@
+/* Deliberately broken plugins for tests/plugin, one shared library per BROKEN_* mode:
+ *   BROKEN_ABI_V2        declares ABI version 2 (and garbage behind it: nothing else may be read)
+ *   BROKEN_FAIL_MIDRUN   the first forward succeeds, every later one returns FC_ERR_RUNTIME
+ *   BROKEN_OVERRUN       writes one element past the end of O
+ *   BROKEN_UNDERRUN      writes one element before the start of O
+ *   BROKEN_SILENT        returns FC_OK without writing O
+ * The modes that write O write zeros (not attention): the tests look at how the failure is reported. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flashcheck/plugin.h"
+
+__attribute__((unused)) static fc_status capabilities(fc_capabilities* out, char* message, size_t message_size) {
+  memset(out, 0, sizeof *out);
+  out->abi_version = FC_ABI_VERSION;
+  out->name = "broken-" BROKEN_NAME;
+  out->recipes = 1u << FC_RECIPE_FP32;
+  out->masks = 1u << FC_MASK_NONE;
+  out->features = FC_CAP_LSE;
+  out->memory = FC_MEMORY_HOST;
+  if (message_size) message[0] = '\0';
+  return FC_OK;
+}
+
+static int calls = 0;
+
+__attribute__((unused)) static fc_status forward(const fc_problem* p, const fc_buffers* b, char* message, size_t message_size) {
+  ++calls;
+  if (message_size) message[0] = '\0';
+#ifdef BROKEN_FAIL_MIDRUN
+  if (calls > 1) {
+    snprintf(message, message_size, "simulated device fault in call %d (illegal memory access)", calls);
+    return FC_ERR_RUNTIME;
+  }
+#endif
+#ifdef BROKEN_SILENT
+  (void)p, (void)b;
+  return FC_OK;
+#else
+  /* A contiguous fp32 O: element (bh, i, c) at index ((bh * n_q) + i) * dv + c. */
+  float* o = (float*)b->o.data;
+  const int64_t n = (int64_t)p->batch * p->heads_q * p->n_q * p->dv;
+  for (int64_t x = 0; x < n; ++x) o[x] = 0.0f;
+  for (int64_t r = 0; r < (int64_t)p->batch * p->heads_q * p->n_q; ++r)
+    if (b->lse) b->lse[r] = 0.0f;
+#ifdef BROKEN_OVERRUN
+  o[n] = 1.0f; /* one past the end */
+#endif
+#ifdef BROKEN_UNDERRUN
+  o[-1] = 1.0f;
+#endif
+  return FC_OK;
+#endif
+}
+
+#ifdef BROKEN_ABI_V2
+static const fc_plugin plugin = {2u, NULL, NULL}; /* nothing behind the version may be read */
+#else
+static const fc_plugin plugin = {FC_ABI_VERSION, capabilities, forward};
+#endif
+
+__attribute__((visibility("default"))) const fc_plugin* flashcheck_plugin_entry(void) { return &plugin; }

@@ -1,0 +1,301 @@
+// flashcheck compare: a candidate output (from any framework, as NPY) against the error budget of the
+// exact result on the same inputs (docs/integration.md).
+//
+//   flashcheck compare --q Q.npy --k K.npy --v V.npy [--format F] [--scale S] [--mask M]
+//                      [--key-lengths L.npy] --candidate O.npy [--candidate-lse LSE.npy] --recipe R
+//                      [--tile-n N] [--num-splits N] [--l-convention unknown|rounded-p|fp32-p]
+//                      [--report DIR] [--subject NAME]
+//
+// Exit status: 0 every element within its bound, 1 a violation (or a NaN/inf where the exact result has
+// none), 2 bad input. The candidate's key tile width, split count and l convention are unknown, so
+// unless --tile-n / --num-splits / --l-convention say otherwise the budget takes the conservative side
+// of each (key tiles of 1, 128 splits, the elementwise max over both ways of summing l: see
+// assumed_tile_n and conservative_budget below); that only widens the bound, it never flags a correct
+// kernel. --subject also runs one of our subjects on the same inputs against the same budget.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "reference/error_budget.h"
+#include "reference/exact_attention.h"
+#include "reference/recipe.h"
+#include "tools/command_registry.h"
+#include "tools/npy/attention_npy.h"
+#ifdef FC_HAVE_SUBJECTS
+#include "kernels/subject_registry.h"
+#endif
+
+namespace {
+
+struct CompareOptions {
+  fc::npy::InputOptions in;
+  std::string candidate, candidate_lse, recipe, report_dir, subject;
+  int tile_n = 0;
+  int num_splits = 0;
+  std::string l_convention = "unknown";
+  int worst = 8;
+  bool quiet = false;
+};
+
+// The budget's tile dependence: every key tile may raise the running max once, and each raise costs a
+// rescale of the accumulator and of l. A kernel with key tiles of one key rescales the most, so tile_n = 1
+// is the most conservative assumption for a kernel whose tiling we do not know (the property suite makes
+// the same choice for a subject without a declared tile, properties/generators.cpp budget_tile_n).
+int assumed_tile_n(const CompareOptions& o) { return o.tile_n > 0 ? o.tile_n : 1; }
+
+// Split-KV: every split adds a merge (its terms only add to the bound), so an unknown kernel is assumed
+// to split into as many chunks as FlashAttention-2's heuristic ever chooses.
+constexpr int kMaxAssumedSplits = 128;
+int assumed_splits(const CompareOptions& o) { return o.num_splits > 0 ? o.num_splits : kMaxAssumedSplits; }
+
+// The bound for a kernel whose conventions are unknown: the elementwise max over the conventions it may
+// use. The two ways of summing l are not ordered (summing the rounded P cancels P's rounding in O, summing
+// the fp32 P does not but has a different denominator), so both are computed.
+fc::ErrorBudget conservative_budget(const fc::Problem& p, const fc::AttentionInputs& in, fc::RunOptions run, int tile_n,
+                                    const fc::Float64Attention& ref, const std::string& l_convention) {
+  std::vector<bool> conventions;
+  if (l_convention == "rounded-p" || l_convention == "unknown") conventions.push_back(false);
+  if (l_convention == "fp32-p" || l_convention == "unknown") conventions.push_back(true);
+  fc::ErrorBudget merged;
+  for (size_t c = 0; c < conventions.size(); ++c) {
+    run.l_from_fp32_p = conventions[c];
+    fc::ErrorBudget b = fc::error_budget(p, in, run, tile_n, ref);
+    if (c == 0) {
+      merged = std::move(b);
+      continue;
+    }
+    auto max_into = [](std::vector<double>& into, const std::vector<double>& from) {
+      for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+    };
+    max_into(merged.o_bound, b.o_bound);
+    max_into(merged.o_bound_probabilistic, b.o_bound_probabilistic);
+    max_into(merged.lse_bound, b.lse_bound);
+    max_into(merged.lse_bound_probabilistic, b.lse_bound_probabilistic);
+  }
+  return merged;
+}
+
+std::vector<double> candidate_values(const std::string& path, const std::vector<int64_t>& shape, fc::Format output) {
+  const fc::npy::Array a = fc::npy::read(path);
+  if (a.shape != shape) {
+    fc::npy::Array want;
+    want.shape = shape;
+    throw fc::npy::NpyError(path + ": expected shape " + want.shape_string() + ", got " + a.shape_string());
+  }
+  std::vector<double> out(a.size());
+  if (a.kind == 'f') {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = a.as_double(i);
+  } else if (a.kind == 'u' && size_t(a.itemsize) * 8 == size_t(fc::spec(output).bits)) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = fc::decode(output, uint32_t(a.as_uint(i)));
+  } else {
+    throw fc::npy::NpyError(path + ": dtype " + a.dtype() + " is not a float array nor " + std::string(fc::spec(output).name) +
+                            " bit patterns");
+  }
+  return out;
+}
+
+struct Outcome {
+  std::string who;
+  fc::BudgetVerdict verdict;
+  std::string error;  // a subject that failed to run
+};
+
+std::string verdict_line(const Outcome& r) {
+  if (!r.error.empty()) return fmt::format("{}: FAILED TO RUN: {}", r.who, r.error);
+  const auto& v = r.verdict;
+  return fmt::format("{}: {} ({} elements, {} violations, {} NaN/inf mismatches; max error/bound {:.3g}, mean {:.3g}; "
+                     "max scaled ulps {:.3g}; max |error| {:.3g}, rmse {:.3g}; max LSE error/bound {:.3g})",
+                     r.who, v.violations ? "VIOLATES THE BUDGET" : "within budget", v.elements, v.violations,
+                     v.nan_mismatches, v.max_ratio, v.mean_ratio(), v.max_scaled_ulps, v.max_abs_error, v.rmse(),
+                     v.max_lse_ratio);
+}
+
+nlohmann::json worst_json(const fc::Problem& p, const fc::BudgetVerdict& v) {
+  nlohmann::json worst = nlohmann::json::array();
+  for (const auto& w : v.worst) {
+    auto num = [](double x) -> nlohmann::json { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(fmt::format("{}", x)); };
+    worst.push_back({{"tensor", w.is_lse ? "lse" : "o"},
+                     {"index", w.index},
+                     {"position", fc::npy::o_position(p, w.index, w.is_lse)},
+                     {"got", num(w.got)},
+                     {"want", num(w.want)},
+                     {"error", num(w.error)},
+                     {"bound", num(w.bound)},
+                     {"ratio", num(w.bound > 0 ? w.error / w.bound : INFINITY)},
+                     {"scaled_ulps", num(w.scaled_ulps)},
+                     {"violation", !(w.error <= w.bound)}});
+  }
+  return worst;
+}
+
+std::string worst_table(const fc::Problem& p, const fc::BudgetVerdict& v, bool markdown) {
+  std::string s;
+  if (markdown) s += "| element | got | exact | error | bound | error/bound | scaled ulps | |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& w : v.worst) {
+    const std::string pos = std::string(w.is_lse ? "LSE" : "O") + fc::npy::o_position(p, w.index, w.is_lse);
+    const double ratio = w.bound > 0 ? w.error / w.bound : INFINITY;
+    const char* flag = w.error <= w.bound ? "" : "VIOLATION";
+    s += markdown ? fmt::format("| {} | {:.9g} | {:.9g} | {:.3g} | {:.3g} | {:.3g} | {:.3g} | {} |\n", pos, w.got, w.want,
+                                w.error, w.bound, ratio, w.scaled_ulps, flag)
+                  : fmt::format("  {:<18} got {:<16.9g} exact {:<16.9g} |error| {:<10.3g} bound {:<10.3g} ratio {:<8.3g} {}\n",
+                                pos, w.got, w.want, w.error, w.bound, ratio, flag);
+  }
+  return s;
+}
+
+int run_compare(const CompareOptions& o) {
+  const auto recipe = fc::parse_recipe(o.recipe);
+  if (!recipe) throw std::invalid_argument("--recipe " + o.recipe + ": expected fp32, tf32, fp16, bf16, fp8_e4m3 or fp8_e5m2");
+  const fc::RecipeSpec& rs = fc::recipe_spec(*recipe);
+  const fc::npy::LoadedProblem lp = fc::npy::load_problem(o.in, rs.input);
+  const fc::Problem& p = lp.problem;
+  const std::vector<double> cand = candidate_values(o.candidate, {p.batch, p.heads_q, p.n_q, p.dv}, rs.output);
+  std::vector<double> cand_lse;
+  if (!o.candidate_lse.empty()) {
+    const fc::npy::Array l = fc::npy::read(o.candidate_lse);
+    if (l.shape != std::vector<int64_t>{p.batch, p.heads_q, p.n_q} || l.kind != 'f')
+      throw fc::npy::NpyError(o.candidate_lse + ": expected a float array of shape (" + std::to_string(p.batch) + ", " +
+                              std::to_string(p.heads_q) + ", " + std::to_string(p.n_q) + "), got " + l.dtype() + " " +
+                              l.shape_string());
+    for (size_t i = 0; i < l.size(); ++i) cand_lse.push_back(l.as_double(i));
+  }
+
+  fc::RunOptions run;
+  run.recipe = *recipe;
+  run.q_descale = o.in.q_descale;
+  run.k_descale = o.in.k_descale;
+  run.v_descale = o.in.v_descale;
+  const int tile_n = assumed_tile_n(o);
+  const fc::Float64Attention ref = fc::exact_attention_f64(p, lp.inputs);
+  run.num_splits = assumed_splits(o);
+  const fc::ErrorBudget budget = conservative_budget(p, lp.inputs, run, tile_n, ref, o.l_convention);
+  std::vector<Outcome> outcomes;
+  outcomes.push_back({"candidate " + o.candidate,
+                      fc::check_against_budget(p, cand, cand_lse, ref, budget, rs.output, size_t(std::max(o.worst, 1))),
+                      {}});
+
+  // Optionally one of our subjects on the same inputs, for scale ("the error/bound against ours").
+  if (!o.subject.empty()) {
+#ifdef FC_HAVE_SUBJECTS
+    Outcome ours{"subject " + o.subject, {}, {}};
+    try {
+      auto subject = fc::make_subject(o.subject);
+      // The subject runs with its own defaults (the conservative split count above is the budget's
+      // assumption about the candidate, not a request); it is held to the same budget as the candidate.
+      fc::RunOptions own;
+      own.recipe = run.recipe;
+      own.q_descale = run.q_descale;
+      own.k_descale = run.k_descale;
+      own.v_descale = run.v_descale;
+      const fc::SubjectOutput out = subject->run(p, lp.inputs, own);
+      ours.verdict = fc::check_against_budget(p, out.o, out.lse, ref, budget, rs.output, size_t(std::max(o.worst, 1)));
+    } catch (const std::exception& e) {
+      ours.error = e.what();
+    }
+    outcomes.push_back(ours);
+#else
+    throw std::invalid_argument("--subject: this flashcheck was built without the subject registry");
+#endif
+  }
+
+  const fc::BudgetVerdict& v = outcomes.front().verdict;
+  const bool violation = v.violations > 0;
+  const std::string header =
+      fmt::format("flashcheck compare: recipe {}, {} (output {}; budget for key tiles of {}, {} split(s), l from {}{})",
+                  rs.name, p.describe(), fc::spec(rs.output).name, tile_n, run.num_splits,
+                  o.l_convention == "unknown" ? "either convention" : o.l_convention,
+                  o.tile_n > 0 && o.num_splits > 0 && o.l_convention != "unknown" ? "" : ": conservative where unknown");
+  std::cout << header << "\n";
+  for (const auto& r : outcomes) std::cout << "  " << verdict_line(r) << "\n";
+  if (!o.quiet && !v.worst.empty()) std::cout << "worst elements of the candidate (error/bound, descending):\n" << worst_table(p, v, false);
+
+  if (!o.report_dir.empty()) {
+    std::filesystem::create_directories(o.report_dir);
+    nlohmann::json j;
+    j["verdict"] = violation ? "violation" : "within budget";
+    j["recipe"] = std::string(rs.name);
+    j["problem"] = p.describe();
+    j["shape"] = {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"n_q", p.n_q},
+                  {"n_k", p.n_k},     {"d", p.d},             {"dv", p.dv}};
+    j["mask"] = fc::window_name(p.window);
+    j["scale"] = p.effective_scale();
+    j["assumed_tile_n"] = tile_n;
+    j["assumed_num_splits"] = run.num_splits;
+    j["l_convention"] = o.l_convention;
+    j["inputs"] = {{"q", o.in.q}, {"k", o.in.k}, {"v", o.in.v}, {"format", std::string(fc::spec(lp.format).name)}};
+    j["candidate"] = o.candidate;
+    j["results"] = nlohmann::json::array();
+    for (const auto& r : outcomes) {
+      nlohmann::json e{{"who", r.who}};
+      if (!r.error.empty()) {
+        e["error"] = r.error;
+      } else {
+        const auto& x = r.verdict;
+        e.update({{"elements", x.elements}, {"violations", x.violations}, {"nan_mismatches", x.nan_mismatches},
+                  {"max_ratio", x.max_ratio}, {"mean_ratio", x.mean_ratio()},
+                  {"max_ratio_probabilistic", x.max_ratio_probabilistic}, {"max_scaled_ulps", x.max_scaled_ulps},
+                  {"mean_scaled_ulps", x.mean_scaled_ulps()}, {"max_abs_error", x.max_abs_error}, {"rmse", x.rmse()},
+                  {"max_lse_ratio", x.max_lse_ratio}, {"worst", worst_json(p, x)}});
+      }
+      j["results"].push_back(e);
+    }
+    const auto json_path = std::filesystem::path(o.report_dir) / "compare.json";
+    const auto md_path = std::filesystem::path(o.report_dir) / "compare.md";
+    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::ofstream md(md_path);
+    md << "# flashcheck compare: " << (violation ? "VIOLATION" : "within budget") << "\n\n"
+       << "- recipe: " << rs.name << " (output " << fc::spec(rs.output).name << ")\n"
+       << "- problem: " << p.describe() << "\n"
+       << "- budget: key tiles of " << tile_n << ", " << run.num_splits << " split(s), l summed from "
+       << (o.l_convention == "unknown" ? std::string("either convention (elementwise max)") : o.l_convention)
+       << " (unknown settings take their conservative side)\n"
+       << "- inputs: " << o.in.q << ", " << o.in.k << ", " << o.in.v << "\n\n";
+    for (const auto& r : outcomes) md << "- " << verdict_line(r) << "\n";
+    md << "\n## Worst elements of the candidate\n\n" << worst_table(p, v, true)
+       << "\nA reproducer: `flashcheck compare --q " << o.in.q << " --k " << o.in.k << " --v " << o.in.v
+       << " --recipe " << rs.name << " --mask " << fc::window_name(p.window) << " --candidate " << o.candidate << "`\n";
+    std::cout << "report: " << md_path.string() << " and " << json_path.string() << "\n";
+  }
+  return violation ? 1 : 0;
+}
+
+void add_compare_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<CompareOptions>();
+  CLI::App* cmd = app.add_subcommand("compare", "Check a candidate attention output (NPY) against the error budget");
+  fc::npy::add_input_options(cmd, opts->in);
+  cmd->add_option("--candidate", opts->candidate, "the candidate O as NPY, shape (B, Hq, Nq, dv)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--candidate-lse", opts->candidate_lse, "the candidate LSE (natural log), shape (B, Hq, Nq)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--recipe", opts->recipe, "fp32 | tf32 | fp16 | bf16 | fp8_e4m3 | fp8_e5m2")->required();
+  cmd->add_option("--tile-n", opts->tile_n, "the candidate's key tile width, when known (default: most conservative)");
+  cmd->add_option("--num-splits", opts->num_splits,
+                  "the candidate's split-KV chunk count, when known (default: assume up to 128, the conservative side)");
+  cmd->add_option("--l-convention", opts->l_convention,
+                  "how the candidate sums l: rounded-p (l from the P that multiplies V), fp32-p (FlashAttention-2/3), "
+                  "or unknown (default: the bound covers both)")
+      ->check(CLI::IsMember({"unknown", "rounded-p", "fp32-p"}));
+  cmd->add_option("--report", opts->report_dir, "write compare.md and compare.json into this directory");
+  cmd->add_option("--worst", opts->worst, "how many worst elements to show (default 8)");
+  cmd->add_option("--subject", opts->subject, "also run this subject (e.g. cuda, emulation) on the same inputs");
+  cmd->add_flag("--quiet", opts->quiet, "only the verdict lines");
+  cmd->callback([opts, &exit_code] {
+    try {
+      exit_code = run_compare(*opts);
+    } catch (const std::exception& e) {
+      std::cerr << "flashcheck compare: " << e.what() << "\n";
+      exit_code = 2;
+    }
+  });
+}
+
+}  // namespace
+
+FC_REGISTER_COMMAND(compare, add_compare_command);
