@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: install what is missing, configure, build, run ctest.
-# GPU tests skip visibly where there is no GPU. Extra arguments go to ctest (e.g. -L property).
+# GPU tests skip visibly where there is no GPU. Extra arguments go to ctest (e.g. -L property);
+# without any, the long campaigns labelled slow are left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,4 +9,6 @@ build=${FLASHCHECK_BUILD_DIR:-build}
 jobs=${FLASHCHECK_JOBS:-$(nproc)}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j"$jobs"
+# Without arguments: everything but the long campaigns labelled slow (ctest -L slow runs those).
+if [ $# -eq 0 ]; then set -- -LE slow; fi
 ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 900 "$@"

@@ -1,0 +1,27 @@
+// Running the flashcheck executable from a test: its exit code and everything it printed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fc::cli_test {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs FLASHCHECK_EXE with the arguments (each shell-quoted); `env` is prepended (e.g. "FOO=1").
+Result run_flashcheck(const std::vector<std::string>& args, const std::string& env = "");
+
+// A fresh folder under the test's temporary directory, removed at destruction.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+};
+
+std::string read_text(const std::filesystem::path& p);
+
+}  // namespace fc::cli_test
