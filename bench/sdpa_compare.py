@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Compare the flashcheck CUDA kernel with PyTorch SDPA (flash and cuDNN backends) in ONE process.
+
+Our plugin (libflashcheck_cuda_plugin.so) is loaded with ctypes into the PyTorch process and driven through
+the C ABI (include/flashcheck/plugin.h) on PyTorch's own device tensors and current stream, so both sides
+see the same GPU state, clocks and inputs. Shapes: the FA-3 paper grid, B*N = 16k tokens, H = 2048/d.
+FLOPs = 4*B*H*N^2*d, halved for causal. Timing: triton.testing.do_bench (CUDA events), median.
+
+  python3 bench/sdpa_compare.py --plugin build/kernels/cuda/libflashcheck_cuda_plugin.so \
+      [--dims 64,128] [--seqs 512,...,16384] [--dtypes bf16,fp16] [--fp8] [--json out.json]
+"""
+import argparse, ctypes, json, math, os, sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+import triton.testing as tt
+
+FC_ABI_VERSION = 1
+RECIPE = {"fp32": 0, "fp16": 2, "bf16": 3, "e4m3": 4, "e5m2": 5}
+FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT = 0, 1
+FC_MEMORY_DEVICE = 2
+
+
+class FcTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+class FcProblem(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int32), ("heads_q", ctypes.c_int32), ("heads_kv", ctypes.c_int32),
+                ("n_q", ctypes.c_int64), ("n_k", ctypes.c_int64), ("d", ctypes.c_int32), ("dv", ctypes.c_int32),
+                ("scale", ctypes.c_double), ("mask", ctypes.c_int32), ("window_left", ctypes.c_int64),
+                ("window_right", ctypes.c_int64), ("window_align", ctypes.c_int32),
+                ("key_lengths", ctypes.c_void_p), ("dense_mask", ctypes.c_void_p), ("recipe", ctypes.c_int32),
+                ("q_descale", ctypes.c_float), ("k_descale", ctypes.c_float), ("v_descale", ctypes.c_float),
+                ("flags", ctypes.c_uint32), ("tile_m", ctypes.c_int32), ("tile_n", ctypes.c_int32),
+                ("num_splits", ctypes.c_int32)]
+
+
+class FcBuffers(ctypes.Structure):
+    _fields_ = [("memory", ctypes.c_int32), ("q", FcTensor), ("k", FcTensor), ("v", FcTensor), ("o", FcTensor),
+                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+
+
+CAPS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
+FWD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(FcProblem), ctypes.POINTER(FcBuffers), ctypes.c_char_p,
+                          ctypes.c_size_t)
+
+
+class FcPlugin(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_uint32), ("capabilities", CAPS_FN), ("forward", FWD_FN)]
+
+
+def load_plugin(path):
+    lib = ctypes.CDLL(os.path.abspath(path))
+    entry = lib.flashcheck_plugin_entry
+    entry.restype = ctypes.POINTER(FcPlugin)
+    plugin = entry().contents
+    if plugin.abi_version != FC_ABI_VERSION:
+        sys.exit(f"plugin ABI {plugin.abi_version} != {FC_ABI_VERSION}")
+    return lib, plugin
+
+
+def tensor_view(t):
+    st = (ctypes.c_int64 * 4)(*t.stride())
+    return FcTensor(t.data_ptr(), st)
+
+
+def make_call(plugin, q, k, v, o, recipe, causal, descale=1.0, tile=(0, 0)):
+    B, H, N, d = q.shape
+    p = FcProblem(batch=B, heads_q=H, heads_kv=k.shape[1], n_q=N, n_k=k.shape[2], d=d, dv=d,
+                  scale=1.0 / math.sqrt(d), mask=FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE,
+                  window_left=-1, window_right=-1, window_align=0, key_lengths=None, dense_mask=None,
+                  recipe=recipe, q_descale=descale, k_descale=descale, v_descale=descale, flags=0,
+                  tile_m=tile[0], tile_n=tile[1], num_splits=0)
+    b = FcBuffers(memory=FC_MEMORY_DEVICE, q=tensor_view(q), k=tensor_view(k), v=tensor_view(v), o=tensor_view(o),
+                  lse=None, stream=torch.cuda.current_stream().cuda_stream)
+    msg = ctypes.create_string_buffer(512)
+    pp, bb = ctypes.byref(p), ctypes.byref(b)
+
+    def call():
+        st = plugin.forward(pp, bb, msg, 512)
+        if st != 0:
+            raise RuntimeError(f"plugin forward failed ({st}): {msg.value.decode()}")
+    return call
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqs", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--fp8", action="store_true", help="also time our e4m3 recipe (no SDPA counterpart)")
+    ap.add_argument("--warmup", type=int, default=25)
+    ap.add_argument("--rep", type=int, default=100)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--tile", type=int, nargs=2, default=(0, 0), help="tile_m tile_n (default: the policy)")
+    ap.add_argument("--check-max-n", type=int, default=4096, help="check our output vs fp32 math up to this N")
+    a = ap.parse_args()
+    _lib, plugin = load_plugin(a.plugin)
+    dev = "cuda"
+    print("torch", torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version(), flush=True)
+    torch.manual_seed(0)
+    rows = []
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    for dname in a.dtypes.split(","):
+        dtype = tdt[dname]
+        for d in map(int, a.dims.split(",")):
+            for N in map(int, a.seqs.split(",")):
+                for causal in (False, True):
+                    H, B = 2048 // d, max(1, 16384 // N)
+                    q, k, v = (torch.randn(B, H, N, d, device=dev, dtype=dtype) for _ in range(3))
+                    o = torch.empty_like(q)
+                    flops = 4 * B * H * N * N * d / (2 if causal else 1)
+                    ours = make_call(plugin, q, k, v, o, RECIPE[dname], causal, tile=tuple(a.tile))
+                    ours(); torch.cuda.synchronize()
+                    row = {"dtype": dname, "d": d, "N": N, "B": B, "H": H, "causal": causal}
+                    if N <= a.check_max_n:  # sanity check of our output against fp32 math SDPA
+                        with sdpa_kernel(SDPBackend.MATH):
+                            ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                        row["max_abs_err_vs_fp32_math"] = float((o.float() - ref).abs().max())
+                        del ref
+                    row["ours"] = flops / tt.do_bench(ours, warmup=a.warmup, rep=a.rep, return_mode="median") / 1e9
+                    for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                        try:
+                            with sdpa_kernel(be):
+                                f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                                f(); torch.cuda.synchronize()
+                                row[name] = flops / tt.do_bench(f, warmup=a.warmup, rep=a.rep, return_mode="median") / 1e9
+                        except Exception as e:  # backend not available for this shape
+                            row[name] = None
+                    rows.append(row)
+                    print(json.dumps({k2: (round(v2, 1) if isinstance(v2, float) and k2 != "max_abs_err_vs_fp32_math" else v2)
+                                      for k2, v2 in row.items()}), flush=True)
+                    del q, k, v, o
+    if a.fp8:
+        for d in map(int, a.dims.split(",")):
+            for N in map(int, a.seqs.split(",")):
+                for causal in (False, True):
+                    H, B = 2048 // d, max(1, 16384 // N)
+                    q, k, v = ((torch.randn(B, H, N, d, device=dev) * 8).to(torch.float8_e4m3fn) for _ in range(3))
+                    o = torch.empty(B, H, N, d, device=dev, dtype=torch.bfloat16)
+                    flops = 4 * B * H * N * N * d / (2 if causal else 1)
+                    ours = make_call(plugin, q, k, v, o, RECIPE["e4m3"], causal, descale=0.125)
+                    ours(); torch.cuda.synchronize()
+                    row = {"dtype": "e4m3", "d": d, "N": N, "B": B, "H": H, "causal": causal,
+                           "ours": flops / tt.do_bench(ours, warmup=a.warmup, rep=a.rep, return_mode="median") / 1e9}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    del q, k, v, o
+
+    print("\n| dtype | d | N | causal | ours TFLOP/s | flash | cuDNN | ours/flash | ours/cuDNN | max err vs fp32 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        fl, cu = r.get("flash"), r.get("cudnn")
+        rf = r["ours"] / fl if fl else None
+        rc = r["ours"] / cu if cu else None
+        r["ratio_flash"], r["ratio_cudnn"] = rf, rc
+        fmt = lambda x, s="{:.1f}": "-" if x is None else s.format(x)
+        print(f"| {r['dtype']} | {r['d']} | {r['N']} | {'yes' if r['causal'] else 'no'} | {r['ours']:.1f} | {fmt(fl)} | "
+              f"{fmt(cu)} | {fmt(rf, '{:.2f}')} | {fmt(rc, '{:.2f}')} | {fmt(r.get('max_abs_err_vs_fp32_math'), '{:.2e}')} |")
+    print()
+    for dname in a.dtypes.split(","):
+        for key in ("ratio_flash", "ratio_cudnn"):
+            vals = [r[key] for r in rows if r["dtype"] == dname and r.get(key)]
+            if vals:
+                gm = math.exp(sum(math.log(x) for x in vals) / len(vals))
+                print(f"geomean {dname} ours/{key.split('_')[1]}: {gm:.3f} over {len(vals)} shapes")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

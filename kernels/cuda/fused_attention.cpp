@@ -1,0 +1,450 @@
+// Runner layer: validation, host<->device staging, tile and split-KV policy, launch. See fused_attention.h.
+#include "fused_attention.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdarg>
+#include <cstring>
+#include <vector>
+
+#include "fwd_dispatch.h"
+#include "fwd_params.h"
+#include "tile_policy.h"
+
+namespace flashcheck::cuda {
+
+namespace {
+
+Status fail(fc_status code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+Status fail(fc_status code, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return Status{code, buf};
+}
+
+#define FC_CUDA_TRY(expr)                                                                        \
+  do {                                                                                           \
+    const cudaError_t fc_err_ = (expr);                                                          \
+    if (fc_err_ != cudaSuccess)                                                                  \
+      return fail(FC_ERR_RUNTIME, "%s:%d: %s failed: %s", __FILE__, __LINE__, #expr,             \
+                  cudaGetErrorString(fc_err_));                                                  \
+  } while (0)
+
+#define FC_TRY(expr)                      \
+  do {                                    \
+    Status fc_st_ = (expr);               \
+    if (!fc_st_.ok()) return fc_st_;      \
+  } while (0)
+
+bool is_fp8(int recipe) { return recipe == FC_RECIPE_FP8_E4M3 || recipe == FC_RECIPE_FP8_E5M2; }
+int in_bytes(int recipe) { return recipe == FC_RECIPE_FP32 ? 4 : (is_fp8(recipe) ? 1 : 2); }
+int out_bytes(int recipe) { return recipe == FC_RECIPE_FP32 ? 4 : 2; }
+
+// Stream-ordered device allocation, released on scope exit (also on every error path).
+class DeviceAlloc {
+ public:
+  explicit DeviceAlloc(cudaStream_t s) : stream_(s) {}
+  ~DeviceAlloc() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  DeviceAlloc(const DeviceAlloc&) = delete;
+  DeviceAlloc& operator=(const DeviceAlloc&) = delete;
+  cudaError_t alloc(size_t bytes) { return cudaMallocAsync(&ptr_, bytes ? bytes : 16, stream_); }
+  void* get() const { return ptr_; }
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
+
+struct View {
+  int64_t shape[4];
+  int64_t stride[4];
+};
+
+View contiguous(int64_t b, int64_t h, int64_t n, int64_t d) {
+  return View{{b, h, n, d}, {h * n * d, n * d, d, 1}};
+}
+
+Strided4 to_strided(const View& v) {
+  Strided4 s;
+  for (int i = 0; i < 4; ++i) {
+    s.shape[i] = v.shape[i];
+    s.stride[i] = v.stride[i];
+  }
+  return s;
+}
+
+// The fused kernel reads rows with 16-byte cp.async: innermost stride 1 and every row start aligned.
+bool kernel_readable(const void* data, const int64_t* stride, int bytes) {
+  if (stride[3] != 1) return false;
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if ((stride[i] * bytes) % 16 != 0) return false;
+  return true;
+}
+
+// Host-side gather of a strided view into a contiguous buffer (and the reverse).
+void host_pack(const void* src, const View& v, int bytes, std::vector<unsigned char>& dst) {
+  const int64_t total = v.shape[0] * v.shape[1] * v.shape[2] * v.shape[3];
+  dst.resize(static_cast<size_t>(total * bytes));
+  int64_t i = 0;
+  for (int64_t b = 0; b < v.shape[0]; ++b)
+    for (int64_t h = 0; h < v.shape[1]; ++h)
+      for (int64_t n = 0; n < v.shape[2]; ++n)
+        for (int64_t c = 0; c < v.shape[3]; ++c, ++i) {
+          const int64_t off = b * v.stride[0] + h * v.stride[1] + n * v.stride[2] + c * v.stride[3];
+          std::memcpy(dst.data() + i * bytes, static_cast<const unsigned char*>(src) + off * bytes, bytes);
+        }
+}
+void host_unpack(const std::vector<unsigned char>& src, const View& v, int bytes, void* dst) {
+  int64_t i = 0;
+  for (int64_t b = 0; b < v.shape[0]; ++b)
+    for (int64_t h = 0; h < v.shape[1]; ++h)
+      for (int64_t n = 0; n < v.shape[2]; ++n)
+        for (int64_t c = 0; c < v.shape[3]; ++c, ++i) {
+          const int64_t off = b * v.stride[0] + h * v.stride[1] + n * v.stride[2] + c * v.stride[3];
+          std::memcpy(static_cast<unsigned char*>(dst) + off * bytes, src.data() + i * bytes, bytes);
+        }
+}
+
+Status validate(Subject subject, const fc_problem& p) {
+  const bool naive = subject == Subject::kNaive;
+  switch (p.recipe) {
+    case FC_RECIPE_FP32:
+    case FC_RECIPE_FP16:
+    case FC_RECIPE_BF16:
+      break;
+    case FC_RECIPE_FP8_E4M3:
+    case FC_RECIPE_FP8_E5M2:
+      if (naive) return fail(FC_ERR_UNSUPPORTED, "the naive baseline supports fp32, fp16 and bf16 only");
+      break;
+    case FC_RECIPE_TF32:
+      return fail(FC_ERR_UNSUPPORTED, "recipe tf32 is not implemented by %s", naive ? "cuda-naive" : "cuda-fa2");
+    default:
+      return fail(FC_ERR_INVALID, "unknown recipe %d", p.recipe);
+  }
+  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1)
+    return fail(FC_ERR_INVALID, "batch, heads_q and heads_kv must be >= 1 (got %d, %d, %d)", p.batch, p.heads_q,
+                p.heads_kv);
+  if (p.heads_q % p.heads_kv != 0)
+    return fail(FC_ERR_INVALID, "heads_q (%d) must be a multiple of heads_kv (%d)", p.heads_q, p.heads_kv);
+  if (p.n_q < 1 || p.n_k < 1) return fail(FC_ERR_INVALID, "n_q and n_k must be >= 1");
+  if (p.n_q > (1LL << 30) || p.n_k > (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths above 2^30");
+  if (p.dv != p.d) return fail(FC_ERR_UNSUPPORTED, "dv (%d) != d (%d) is not supported", p.dv, p.d);
+  if (!is_supported_head_dim(p.d))
+    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: 32, 64, 96, 128, 256)", p.d);
+  if (!std::isfinite(p.scale)) return fail(FC_ERR_INVALID, "scale must be finite");
+  if (p.mask < FC_MASK_NONE || p.mask > FC_MASK_WINDOW) return fail(FC_ERR_INVALID, "unknown mask kind %d", p.mask);
+  if (p.mask == FC_MASK_WINDOW) {
+    if (p.window_left < -1 || p.window_right < -1)
+      return fail(FC_ERR_INVALID, "window bounds must be >= 0, or -1 for unbounded");
+    if (p.window_align != FC_ALIGN_TOP_LEFT && p.window_align != FC_ALIGN_BOTTOM_RIGHT)
+      return fail(FC_ERR_INVALID, "unknown window alignment %d", p.window_align);
+  }
+  const uint32_t known = FC_FLAG_L_FROM_FP32_P | FC_FLAG_TWO_LEVEL_ACCUM | FC_FLAG_FA1_NORMALISATION;
+  if (p.flags & ~known) return fail(FC_ERR_INVALID, "unknown flags 0x%x", p.flags & ~known);
+  if (p.flags & FC_FLAG_FA1_NORMALISATION) return fail(FC_ERR_UNSUPPORTED, "FA-1 normalisation is not implemented");
+  if (naive && (p.flags & (FC_FLAG_L_FROM_FP32_P | FC_FLAG_TWO_LEVEL_ACCUM)))
+    return fail(FC_ERR_UNSUPPORTED, "the naive baseline takes no numerics flags");
+  if (is_fp8(p.recipe)) {
+    for (float s : {p.q_descale, p.k_descale, p.v_descale})
+      if (!std::isfinite(s) || s <= 0.0f) return fail(FC_ERR_INVALID, "fp8 descales must be finite and > 0");
+  }
+  if (p.num_splits < 0) return fail(FC_ERR_INVALID, "num_splits must be >= 0");
+  if (p.num_splits > 256) return fail(FC_ERR_UNSUPPORTED, "num_splits above 256");
+  if (naive) {
+    if (p.num_splits > 1) return fail(FC_ERR_UNSUPPORTED, "the naive baseline has no split-KV");
+    if (p.tile_m != 0 || p.tile_n != 0) return fail(FC_ERR_UNSUPPORTED, "the naive baseline has no tile options");
+  }
+  if (static_cast<long long>(p.heads_q) * (p.num_splits ? p.num_splits : 1) > 65535)
+    return fail(FC_ERR_UNSUPPORTED, "heads_q * num_splits above 65535");
+  return Status{};
+}
+
+int sm_count() {
+  int dev = 0, n = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+  return n > 0 ? n : 132;
+}
+
+}  // namespace
+
+Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
+  FC_TRY(validate(subject, p));
+  LaunchPlan lp;
+  if (subject == Subject::kNaive) {
+    *out = lp;
+    return Status{};
+  }
+  const bool causal = p.mask == FC_MASK_CAUSAL_TOP_LEFT || p.mask == FC_MASK_CAUSAL_BOTTOM_RIGHT;
+  int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal);
+  if (p.tile_m != 0 || p.tile_n != 0) {
+    tile_index = -1;
+    for (int i = 0; i < kNumTileOptions; ++i) {
+      const TileShape t = tile_options(p.d, i);
+      if (t.m == p.tile_m && t.n == p.tile_n) tile_index = i;
+    }
+    if (tile_index < 0)
+      return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
+  }
+  const TileShape t = tile_options(p.d, tile_index);
+  // fp32 runs its own SIMT tiling (4 query rows x 32 keys); the tile request is accepted and has no effect.
+  lp.tile_m = p.recipe == FC_RECIPE_FP32 ? 4 : t.m;
+  lp.tile_n = p.recipe == FC_RECIPE_FP32 ? 32 : t.n;
+  if (p.num_splits > 0) {
+    lp.num_splits = p.num_splits;
+  } else {
+    // Split-KV only when the (row block, head, batch) grid fills less than one wave of SMs: then cut the
+    // key range so that about two blocks per SM run, keeping at least 2 key tiles per split (a split
+    // with one tile spends more on the workspace round trip than it saves) and at most 64 splits.
+    const long long blocks = ((p.n_q + lp.tile_m - 1) / lp.tile_m) * static_cast<long long>(p.heads_q) * p.batch;
+    const int sms = sm_count();
+    const long long key_tiles = (p.n_k + lp.tile_n - 1) / lp.tile_n;
+    long long splits = 1;
+    if (blocks < sms) {
+      splits = (2LL * sms + blocks - 1) / blocks;
+      if (splits > key_tiles / 2) splits = key_tiles / 2;
+      if (splits > 64) splits = 64;
+      if (splits < 1) splits = 1;
+    }
+    lp.num_splits = static_cast<int>(splits);
+  }
+  *out = lp;
+  return Status{};
+}
+
+namespace {
+
+// Device-side run on device buffers that the kernels can read directly (checked by the caller).
+Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, const void* q, const int64_t* qs,
+                  const void* k, const int64_t* ks, const void* v, const int64_t* vs, void* o, const int64_t* os,
+                  float* lse, const int32_t* key_lengths, const uint8_t* dense, cudaStream_t stream) {
+  FwdParams fp{};
+  fp.q = q;
+  fp.k = k;
+  fp.v = v;
+  fp.o = o;
+  for (int i = 0; i < 3; ++i) {
+    fp.q_stride[i] = qs[i];
+    fp.k_stride[i] = ks[i];
+    fp.v_stride[i] = vs[i];
+    fp.o_stride[i] = os[i];
+  }
+  fp.lse = lse;
+  fp.batch = p.batch;
+  fp.heads_q = p.heads_q;
+  fp.heads_kv = p.heads_kv;
+  fp.group = p.heads_q / p.heads_kv;
+  fp.n_q = static_cast<int>(p.n_q);
+  fp.n_k = static_cast<int>(p.n_k);
+  fp.d = p.d;
+  fp.key_lengths = key_lengths;
+  fp.dense_mask = dense;
+  fp.has_window = p.mask != FC_MASK_NONE;
+  fp.align_bottom_right = p.mask == FC_MASK_CAUSAL_BOTTOM_RIGHT ||
+                          (p.mask == FC_MASK_WINDOW && p.window_align == FC_ALIGN_BOTTOM_RIGHT);
+  fp.window_left = kUnboundedWindow;
+  fp.window_right = p.mask == FC_MASK_WINDOW ? kUnboundedWindow : 0;
+  if (p.mask == FC_MASK_WINDOW) {
+    if (p.window_left >= 0 && p.window_left < kUnboundedWindow) fp.window_left = p.window_left;
+    if (p.window_right >= 0 && p.window_right < kUnboundedWindow) fp.window_right = p.window_right;
+  }
+  const bool fp8 = is_fp8(p.recipe);
+  const double descale = fp8 ? static_cast<double>(p.q_descale) * p.k_descale : 1.0;
+  fp.scale_log2 = static_cast<float>(p.scale * descale * 1.4426950408889634);
+  fp.scale_eff = static_cast<float>(p.scale * descale);
+  fp.v_descale = fp8 ? p.v_descale : 1.0f;
+  fp.lse_offset = fp8 ? static_cast<float>(8.0 * 0.6931471805599453) : 0.0f;
+  fp.l_from_fp32_p = (p.flags & FC_FLAG_L_FROM_FP32_P) != 0;
+  fp.two_level = fp8 && (p.flags & FC_FLAG_TWO_LEVEL_ACCUM) != 0;
+  fp.num_splits = lp.num_splits;
+
+  if (subject == Subject::kNaive) {
+    const size_t rows = static_cast<size_t>(p.batch) * p.heads_q * p.n_q;
+    DeviceAlloc ws(stream), rs(stream);
+    FC_CUDA_TRY(ws.alloc(rows * static_cast<size_t>(p.n_k) * sizeof(float)));
+    FC_CUDA_TRY(rs.alloc(rows * sizeof(float)));
+    FC_CUDA_TRY(run_naive(static_cast<Recipe>(p.recipe), fp, static_cast<float*>(ws.get()),
+                          static_cast<float*>(rs.get()), stream));
+    return Status{};
+  }
+
+  DeviceAlloc ws_acc(stream), ws_ml(stream);
+  if (lp.num_splits > 1) {
+    const size_t rows = static_cast<size_t>(lp.num_splits) * p.batch * p.heads_q * p.n_q;
+    FC_CUDA_TRY(ws_acc.alloc(rows * p.d * sizeof(float)));
+    FC_CUDA_TRY(ws_ml.alloc(2 * rows * sizeof(float)));
+    fp.ws_acc = static_cast<float*>(ws_acc.get());
+    fp.ws_m = static_cast<float*>(ws_ml.get());
+    fp.ws_l = fp.ws_m + rows;
+  }
+  int tile_index = 0;
+  for (int i = 0; i < kNumTileOptions; ++i) {
+    const TileShape t = tile_options(p.d, i);
+    if (t.m == lp.tile_m && t.n == lp.tile_n) tile_index = i;
+  }
+  const Recipe recipe = static_cast<Recipe>(p.recipe);
+  switch (recipe) {
+    case Recipe::kFp32: FC_CUDA_TRY(run_fused_fp32(fp, stream)); break;
+    case Recipe::kE4M3: FC_CUDA_TRY(run_fused_e4m3(tile_index, fp, stream)); break;
+    case Recipe::kE5M2: FC_CUDA_TRY(run_fused_e5m2(tile_index, fp, stream)); break;
+    default:
+      switch (p.d) {
+        case 32: FC_CUDA_TRY(run_fused_hdim<32>(recipe, tile_index, fp, stream)); break;
+        case 64: FC_CUDA_TRY(run_fused_hdim<64>(recipe, tile_index, fp, stream)); break;
+        case 96: FC_CUDA_TRY(run_fused_hdim<96>(recipe, tile_index, fp, stream)); break;
+        case 128: FC_CUDA_TRY(run_fused_hdim<128>(recipe, tile_index, fp, stream)); break;
+        case 256: FC_CUDA_TRY(run_fused_hdim<256>(recipe, tile_index, fp, stream)); break;
+      }
+  }
+  if (lp.num_splits > 1) {
+    const int kind = p.recipe == FC_RECIPE_FP32 ? kOutFp32 : (p.recipe == FC_RECIPE_FP16 ? kOutFp16 : kOutBf16);
+    FC_CUDA_TRY(run_split_kv_merge(fp, kind, stream));
+  }
+  return Status{};
+}
+
+}  // namespace
+
+Status forward(Subject subject, const fc_problem& p, const fc_buffers& buf) {
+  LaunchPlan lp;
+  FC_TRY(plan(subject, p, &lp));
+  if (buf.memory != FC_MEMORY_HOST && buf.memory != FC_MEMORY_DEVICE)
+    return fail(FC_ERR_INVALID, "unknown buffer memory kind %d", buf.memory);
+  if (!buf.q.data || !buf.k.data || !buf.v.data || !buf.o.data)
+    return fail(FC_ERR_INVALID, "q, k, v and o must be non-null");
+  cudaStream_t stream = static_cast<cudaStream_t>(buf.stream);
+  const int ib = in_bytes(p.recipe), ob = out_bytes(p.recipe);
+  auto view_of = [](const fc_tensor& t, int64_t b, int64_t h, int64_t n, int64_t d) {
+    return View{{b, h, n, d}, {t.stride[0], t.stride[1], t.stride[2], t.stride[3]}};
+  };
+  const View qv = view_of(buf.q, p.batch, p.heads_q, p.n_q, p.d);
+  const View kv = view_of(buf.k, p.batch, p.heads_kv, p.n_k, p.d);
+  const View vv = view_of(buf.v, p.batch, p.heads_kv, p.n_k, p.d);
+  const View ov = view_of(buf.o, p.batch, p.heads_q, p.n_q, p.d);
+  const View qc = contiguous(p.batch, p.heads_q, p.n_q, p.d);
+  const View kc = contiguous(p.batch, p.heads_kv, p.n_k, p.d);
+  const View oc = qc;
+  const size_t q_elems = static_cast<size_t>(p.batch) * p.heads_q * p.n_q * p.d;
+  const size_t k_elems = static_cast<size_t>(p.batch) * p.heads_kv * p.n_k * p.d;
+  const size_t lse_elems = static_cast<size_t>(p.batch) * p.heads_q * p.n_q;
+
+  if (buf.memory == FC_MEMORY_HOST) {
+    if (p.key_lengths)
+      for (int b = 0; b < p.batch; ++b)
+        if (p.key_lengths[b] < 0 || p.key_lengths[b] > p.n_k)
+          return fail(FC_ERR_INVALID, "key_lengths[%d] = %d is outside [0, n_k]", b, p.key_lengths[b]);
+    std::vector<unsigned char> hq, hk, hv, ho(q_elems * ob);
+    host_pack(buf.q.data, qv, ib, hq);
+    host_pack(buf.k.data, kv, ib, hk);
+    host_pack(buf.v.data, vv, ib, hv);
+    DeviceAlloc dq(stream), dk(stream), dv(stream), d_o(stream), dl(stream), dkl(stream), dm(stream);
+    FC_CUDA_TRY(dq.alloc(hq.size()));
+    FC_CUDA_TRY(dk.alloc(hk.size()));
+    FC_CUDA_TRY(dv.alloc(hv.size()));
+    FC_CUDA_TRY(d_o.alloc(ho.size()));
+    FC_CUDA_TRY(cudaMemcpyAsync(dq.get(), hq.data(), hq.size(), cudaMemcpyHostToDevice, stream));
+    FC_CUDA_TRY(cudaMemcpyAsync(dk.get(), hk.data(), hk.size(), cudaMemcpyHostToDevice, stream));
+    FC_CUDA_TRY(cudaMemcpyAsync(dv.get(), hv.data(), hv.size(), cudaMemcpyHostToDevice, stream));
+    float* d_lse = nullptr;
+    if (buf.lse) {
+      FC_CUDA_TRY(dl.alloc(lse_elems * sizeof(float)));
+      d_lse = static_cast<float*>(dl.get());
+    }
+    const int32_t* d_kl = nullptr;
+    if (p.key_lengths) {
+      FC_CUDA_TRY(dkl.alloc(p.batch * sizeof(int32_t)));
+      FC_CUDA_TRY(cudaMemcpyAsync(dkl.get(), p.key_lengths, p.batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+      d_kl = static_cast<const int32_t*>(dkl.get());
+    }
+    const uint8_t* d_mask = nullptr;
+    if (p.dense_mask) {
+      const size_t bytes = static_cast<size_t>(p.n_q) * p.n_k;
+      FC_CUDA_TRY(dm.alloc(bytes));
+      FC_CUDA_TRY(cudaMemcpyAsync(dm.get(), p.dense_mask, bytes, cudaMemcpyHostToDevice, stream));
+      d_mask = static_cast<const uint8_t*>(dm.get());
+    }
+    FC_TRY(run_device(subject, p, lp, dq.get(), qc.stride, dk.get(), kc.stride, dv.get(), kc.stride, d_o.get(),
+                      oc.stride, d_lse, d_kl, d_mask, stream));
+    FC_CUDA_TRY(cudaMemcpyAsync(ho.data(), d_o.get(), ho.size(), cudaMemcpyDeviceToHost, stream));
+    if (buf.lse)
+      FC_CUDA_TRY(cudaMemcpyAsync(buf.lse, d_lse, lse_elems * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    FC_CUDA_TRY(cudaStreamSynchronize(stream));
+    host_unpack(ho, ov, ob, buf.o.data);
+    return Status{};
+  }
+
+  // Device buffers: use them in place when the kernel can, else repack through a contiguous temporary.
+  DeviceAlloc tq(stream), tk(stream), tv(stream), to(stream);
+  const void* q = buf.q.data;
+  const void* k = buf.k.data;
+  const void* v = buf.v.data;
+  void* o = buf.o.data;
+  const int64_t* qs = buf.q.stride;
+  const int64_t* ks = buf.k.stride;
+  const int64_t* vs = buf.v.stride;
+  const int64_t* os = buf.o.stride;
+  auto stage_in = [&](DeviceAlloc& tmp, const void*& ptr, const int64_t*& strides, const View& src,
+                      const View& dst, size_t elems) -> Status {
+    if (kernel_readable(ptr, strides, ib)) return Status{};
+    FC_CUDA_TRY(tmp.alloc(elems * ib));
+    FC_CUDA_TRY(copy_strided(tmp.get(), to_strided(dst), ptr, to_strided(src), ib, stream));
+    ptr = tmp.get();
+    strides = dst.stride;
+    return Status{};
+  };
+  FC_TRY(stage_in(tq, q, qs, qv, qc, q_elems));
+  FC_TRY(stage_in(tk, k, ks, kv, kc, k_elems));
+  FC_TRY(stage_in(tv, v, vs, vv, kc, k_elems));
+  // The output is written as 2-element (4-byte) pairs (fp32: single elements): innermost stride 1 and
+  // 4-byte aligned rows suffice.
+  const bool o_direct = os[3] == 1 && reinterpret_cast<uintptr_t>(o) % 4 == 0 && (os[0] * ob) % 4 == 0 &&
+                        (os[1] * ob) % 4 == 0 && (os[2] * ob) % 4 == 0;
+  if (!o_direct) {
+    FC_CUDA_TRY(to.alloc(q_elems * ob));
+    o = to.get();
+    os = oc.stride;
+  }
+  FC_TRY(run_device(subject, p, lp, q, qs, k, ks, v, vs, o, os, buf.lse, p.key_lengths, p.dense_mask, stream));
+  if (!o_direct) FC_CUDA_TRY(copy_strided(buf.o.data, to_strided(ov), o, to_strided(oc), ob, stream));
+  return Status{};
+}
+
+void capabilities(Subject subject, fc_capabilities* out) {
+  std::memset(out, 0, sizeof *out);
+  out->abi_version = FC_ABI_VERSION;
+  out->masks = (1u << FC_MASK_NONE) | (1u << FC_MASK_CAUSAL_TOP_LEFT) | (1u << FC_MASK_CAUSAL_BOTTOM_RIGHT) |
+               (1u << FC_MASK_WINDOW);
+  out->memory = FC_MEMORY_HOST | FC_MEMORY_DEVICE;
+  const int dims[] = {32, 64, 96, 128, 256};
+  out->n_head_dims = 5;
+  for (int i = 0; i < 5; ++i) out->head_dims[i] = dims[i];
+  if (subject == Subject::kNaive) {
+    out->name = "cuda-naive";
+    out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
+    out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE;
+    out->n_tiles = 0;
+    return;
+  }
+  out->name = "cuda-fa2";
+  out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16) |
+                 (1u << FC_RECIPE_FP8_E4M3) | (1u << FC_RECIPE_FP8_E5M2);
+  out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
+                  FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM;
+  // Union over head dims; a tile not compiled for the requested d is refused with FC_ERR_UNSUPPORTED.
+  const TileShape tiles[] = {{128, 64, 4}, {128, 128, 4}, {64, 64, 4}, {128, 32, 4}, {64, 32, 4}};
+  out->n_tiles = 5;
+  for (int i = 0; i < 5; ++i) {
+    out->tile_m[i] = tiles[i].m;
+    out->tile_n[i] = tiles[i].n;
+  }
+}
+
+}  // namespace flashcheck::cuda

@@ -1,0 +1,496 @@
+// Kernel layer: the fused FlashAttention-2 forward for the tensor-core recipes (fp16, bf16, fp8), built
+// on mma.sync (m16n8k16 for 16-bit inputs, m16n8k32 for fp8), ldmatrix and cp.async.
+//
+// One block = Br query rows of one (batch, head, split); one warp = 16 * kMTiles of those rows, so each
+// warp owns its rows' O accumulator and online-softmax state in registers and never talks to another warp
+// except through the shared K/V tiles. kMTiles = 2 reuses every K/V fragment read from shared memory for
+// two MMAs, which halves the shared-memory traffic per FLOP (the limit of the 16-row layout). K/V tiles of Bc keys are double-buffered with cp.async: tile j+1 is in
+// flight while tile j is computed. Shared-memory rows are padded by 16 bytes, which makes every ldmatrix
+// phase (8 rows x 16 bytes) hit 8 distinct 4-bank groups for all head dims we compile.
+//
+// fp8 P.V: the m16n8k32 A operand wants 4 consecutive k (keys) per register, while the S accumulator gives
+// a lane keys {2t, 2t+1} of each 8-key n-tile. Since k is summed over, the kernel uses a permuted key
+// order inside each 32-key chunk: logical k = 16h + 4t + i  <->  key 8*(2h + i/2) + 2t + (i%2), and writes V
+// transposed in that order (V^T, [d][Bc] bytes) so that ldmatrix (non-transposed) yields B directly.
+//
+// Rounding points: softmax.h.
+#pragma once
+
+#include <cstdint>
+
+#include "element.h"
+#include "fwd_params.h"
+#include "mask.h"
+#include "mma.h"
+#include "softmax.h"
+
+namespace flashcheck::cuda {
+
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, bool kTwoLevel_ = false>
+struct FwdKernelTraits {
+  using Elem = Elem_;
+  using ET = ElementTraits<Elem>;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kMTiles = kBlockM / (16 * kNWarps);  // 16-row MMA tiles per warp
+  static constexpr int kWarpRows = 16 * kMTiles;
+  static constexpr int kNThreads = kNWarps * 32;
+  static constexpr bool kIsFp8 = ET::kIsFp8;
+  // fp8 FC_FLAG_TWO_LEVEL_ACCUM as a compile-time switch: a run-time branch would make the register
+  // allocator budget for both P.V loops at once.
+  static constexpr bool kTwoLevel = kTwoLevel_;
+  static_assert(!kTwoLevel || kIsFp8);
+  static constexpr int kRowBytes = kHeadDim * ET::kBytes;
+  static constexpr int kSmemRow = kRowBytes + 16;  // +16 B padding: conflict-free ldmatrix
+  static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
+  // Keys per online-softmax step: 32 where two m-tiles of S over 64+ keys would not fit in registers
+  // beside a d >= 96 accumulator (and for fp8 with two m-tiles); else the whole tile.
+  static constexpr int kSubN = (kMTiles == 2 && (kHeadDim >= 96 || ET::kIsFp8) && kBlockN > 32) ? 32 : kBlockN;
+  static constexpr int kSubTiles = kBlockN / kSubN;
+  static constexpr int kNTilesSub = kSubN / 8;     // n-tiles of S per step
+  static constexpr int kPVStepsSub = ET::kIsFp8 ? kSubN / 32 : kSubN / 16;
+  static constexpr int kNTilesO = kHeadDim / 8;    // n-tiles of O
+  // Q stays in registers when its fragment costs at most 32 registers per thread with one m-tile (d <=
+  // 128), with two m-tiles at d = 32 and at d = 64 for 16-bit tiles with Bc <= 64, and at d = 256 (64
+  // registers) for 16-bit tiles with Bc = 32; otherwise it is re-read from shared memory at each k-step
+  // (the register file goes to O and S; these are the combinations ptxas fits without spilling).
+  static constexpr bool kQInRegs =
+      kHeadDim <= 128 ? (kMTiles == 1 ? kKSteps * 4 <= 32
+                                      : kKSteps * 4 <= 8 || (kKSteps * 4 <= 16 && kBlockN <= 64 && !kIsFp8))
+                      : (kMTiles == 1 && !kIsFp8 && kBlockN <= 32);  // d = 256: 64 registers of Q next
+                                                                     // to O (128) leave room for 32 keys only
+  static constexpr int kVtRow = kBlockN + 16;
+  static constexpr int kSmemQ = kBlockM * kSmemRow;
+  static constexpr int kSmemKV = kBlockN * kSmemRow;
+  static constexpr int kSmemVt = kIsFp8 ? kHeadDim * kVtRow : 0;
+  static constexpr int kSmemBytes = kSmemQ + 4 * kSmemKV + kSmemVt;
+
+  static_assert(kBlockM == 16 * kMTiles * kNWarps && kNWarps >= 1 && kNWarps <= 16);
+  static_assert(kBlockN % (kIsFp8 ? 32 : 16) == 0);
+  static_assert(kRowBytes % 32 == 0 && kNTilesO % 2 == 0 && kNTilesSub % 2 == 0);
+};
+
+namespace detail {
+
+// Copy kRows rows of kRowBytes from global (row stride in bytes) into padded shared memory; rows at or
+// past `limit` are zero-filled. Each thread owns one fixed 16-byte column chunk and walks rows with a
+// running pointer: the addresses cost two registers, not one hoisted 64-bit address per unrolled copy.
+template <typename Tr, int kRows>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const unsigned char* src, long long row_stride,
+                                          int row0, int limit) {
+  constexpr int kChunks = Tr::kRowBytes / 16;
+  if constexpr (Tr::kNThreads % kChunks != 0) {
+    // d = 96 (12 chunks per row): chunks are dealt out linearly instead.
+#pragma unroll
+    for (int i = threadIdx.x; i < kRows * kChunks; i += Tr::kNThreads) {
+      const int r = i / kChunks;
+      const int c = i % kChunks;
+      const bool valid = row0 + r < limit;
+      const unsigned char* g = src + (valid ? static_cast<long long>(row0 + r) * row_stride : 0) + c * 16;
+      tile::cp_async_16(tile::smem_addr(dst + r * Tr::kSmemRow + c * 16), g, valid);
+    }
+    return;
+  }
+  constexpr int kRowsPerPass = Tr::kNThreads % kChunks == 0 ? Tr::kNThreads / kChunks : 1;
+  constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  const int c = threadIdx.x % kChunks;
+  const int r = threadIdx.x / kChunks;
+  if (kRowsPerPass > kRows && r >= kRows) return;
+  const unsigned char* g = src + static_cast<long long>(row0 + r) * row_stride + c * 16;
+  const uint32_t s = tile::smem_addr(dst + r * Tr::kSmemRow + c * 16);
+  const long long step = row_stride * kRowsPerPass;
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const bool valid = row0 + r + i * kRowsPerPass < limit;
+    tile::cp_async_16(s + i * kRowsPerPass * Tr::kSmemRow, valid ? g : src, valid);
+    g += step;
+  }
+}
+
+// fp8 only: V[Bc][d] (bytes) -> V^T[d][Bc] in the permuted key order described at the top of this file.
+template <typename Tr>
+__device__ __forceinline__ void transpose_v_fp8(const unsigned char* sv, unsigned char* svt) {
+  constexpr int kD4 = Tr::kHeadDim / 4;
+  constexpr int kUnits = Tr::kBlockN * Tr::kHeadDim / 16;
+#pragma unroll
+  for (int i = threadIdx.x; i < kUnits; i += Tr::kNThreads) {
+    const int d4 = i % kD4;
+    const int rest = i / kD4;
+    const int t = rest % 4;
+    const int h = (rest / 4) % 2;
+    const int chunk = rest / 8;
+    const int k0 = chunk * 32 + 16 * h + 2 * t;
+    const uint32_t r0 = *reinterpret_cast<const uint32_t*>(sv + (k0)*Tr::kSmemRow + d4 * 4);
+    const uint32_t r1 = *reinterpret_cast<const uint32_t*>(sv + (k0 + 1) * Tr::kSmemRow + d4 * 4);
+    const uint32_t r2 = *reinterpret_cast<const uint32_t*>(sv + (k0 + 8) * Tr::kSmemRow + d4 * 4);
+    const uint32_t r3 = *reinterpret_cast<const uint32_t*>(sv + (k0 + 9) * Tr::kSmemRow + d4 * 4);
+    const int col = chunk * 32 + 16 * h + 4 * t;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t sel = static_cast<uint32_t>(j | ((j + 4) << 4));
+      const uint32_t lo = __byte_perm(r0, r1, sel);
+      const uint32_t hi = __byte_perm(r2, r3, sel);
+      *reinterpret_cast<uint32_t*>(svt + (4 * d4 + j) * Tr::kVtRow + col) = __byte_perm(lo, hi, 0x5410);
+    }
+  }
+}
+
+// p -> P~ (times kPScale, rounded to the input format, packed as the next MMA's A operand) and the
+// lane's l partial, in the order documented in softmax.h.
+template <typename ET, int kN, bool kLFromFp32>
+__device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float x0 = s[j][2 * r], x1 = s[j][2 * r + 1];
+      if constexpr (ET::kPScale != 1.0f) {
+        x0 = __fmul_rn(x0, ET::kPScale);
+        x1 = __fmul_rn(x1, ET::kPScale);
+      }
+      float r0, r1;
+      pk[j][r] = ET::round_pair(x0, x1, r0, r1);
+      sm.add(r, kLFromFp32 ? x0 : r0);
+      sm.add(r, kLFromFp32 ? x1 : r1);
+    }
+}
+
+}  // namespace detail
+
+template <typename Tr>
+__global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p) {
+  using ET = typename Tr::ET;
+  using Mma = typename ET::Mma;
+  using OutBits = uint16_t;  // every output format of this kernel is 16-bit (fp16 / bf16)
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned char* s_q = smem;
+  unsigned char* s_k = s_q + Tr::kSmemQ;
+  unsigned char* s_v = s_k + 2 * Tr::kSmemKV;
+  unsigned char* s_vt = s_v + 2 * Tr::kSmemKV;
+
+  // Row blocks in reverse order: under a causal mask the last blocks have the most keys, so they start
+  // first and the short ones fill the tail of the grid.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y / p.num_splits;
+  const int split = blockIdx.y % p.num_splits;
+  const int b = blockIdx.z;
+  const int h_kv = h / p.group;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int m0 = m_block * kBlockM;
+  const int row_last = min(m0 + kBlockM, p.n_q) - 1;
+
+  int nb_begin, nb_end;
+  BlockMask mask;
+  {
+    const RowMask rm = RowMask::make(p, b);
+    int key_lo, key_hi;
+    rm.key_range(m0, row_last, key_lo, key_hi);
+    split_block_range(key_lo, key_hi, kBlockN, p.num_splits, split, nb_begin, nb_end);
+    mask = BlockMask::make(rm, m0, row_last, kBlockN);
+  }
+
+  const auto* q_g = static_cast<const unsigned char*>(p.q) +
+                    (static_cast<long long>(b) * p.q_stride[0] + static_cast<long long>(h) * p.q_stride[1]) * ET::kBytes;
+  const auto* k_g = static_cast<const unsigned char*>(p.k) +
+                    (static_cast<long long>(b) * p.k_stride[0] + static_cast<long long>(h_kv) * p.k_stride[1]) * ET::kBytes;
+  const auto* v_g = static_cast<const unsigned char*>(p.v) +
+                    (static_cast<long long>(b) * p.v_stride[0] + static_cast<long long>(h_kv) * p.v_stride[1]) * ET::kBytes;
+  const long long q_row = p.q_stride[2] * ET::kBytes;
+  const long long k_row = p.k_stride[2] * ET::kBytes;
+  const long long v_row = p.v_stride[2] * ET::kBytes;
+
+  // Per-lane ldmatrix offsets (bytes). A operand (16 rows x 32 bytes): matrices (rows 0-7 | 8-15) x
+  // (bytes 0-15 | 16-31) in register order a0..a3. B operand of Q.K^T from K[n][k]: matrices
+  // (n 0-7, k-lo), (n 0-7, k-hi), (n 8-15, k-lo), (n 8-15, k-hi) = b0,b1 of n-tile 0, b0,b1 of n-tile 1.
+  const int a_off = (warp * Tr::kWarpRows + (lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
+  const int b_off = ((lane % 8) + 8 * (lane / 16)) * Tr::kSmemRow + 16 * ((lane / 8) % 2);
+  // V (16-bit) through ldmatrix.trans: matrices (keys 0-7 | 8-15) x (d 0-7 | 8-15) = b0,b1 of d-tile 0, ...
+  const int v_off = ((lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
+  const int vt_off = ((lane % 8) + 8 * (lane / 16)) * Tr::kVtRow + 16 * ((lane / 8) % 2);
+
+  constexpr int kMT = Tr::kMTiles;
+  float acc[kMT][Tr::kNTilesO][4];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][i][e] = 0.0f;
+  OnlineSoftmax sm[kMT];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) sm[mt].init();
+  const float c = p.scale_log2;
+
+  if (nb_begin < nb_end) {
+    detail::load_tile<Tr, kBlockM>(s_q, q_g, q_row, m0, p.n_q);
+    detail::load_tile<Tr, kBlockN>(s_k, k_g, k_row, nb_begin * kBlockN, mask.kv_len);
+    detail::load_tile<Tr, kBlockN>(s_v, v_g, v_row, nb_begin * kBlockN, mask.kv_len);
+    tile::cp_async_commit();
+  }
+
+  const int warp_row0 = m0 + warp * Tr::kWarpRows + g;  // row of c0/c1 in m-tile 0
+
+  uint32_t q_frag[Tr::kQInRegs ? kMT : 1][Tr::kQInRegs ? Tr::kKSteps : 1][4];
+  int stage = 0;
+  for (int nb = nb_begin; nb < nb_end; ++nb, stage ^= 1) {
+    // One barrier per tile: it publishes tile nb (the only cp.async group in flight) to all warps, and it
+    // proves every warp is done with tile nb-1, whose stage the prefetch of tile nb+1 now overwrites while
+    // this tile is computed.
+    tile::cp_async_wait<0>();
+    __syncthreads();
+    if (nb + 1 < nb_end) {
+      detail::load_tile<Tr, kBlockN>(s_k + (stage ^ 1) * Tr::kSmemKV, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
+      detail::load_tile<Tr, kBlockN>(s_v + (stage ^ 1) * Tr::kSmemKV, v_g, v_row, (nb + 1) * kBlockN, mask.kv_len);
+      tile::cp_async_commit();
+    }
+
+    const unsigned char* sk = s_k + stage * Tr::kSmemKV;
+    const unsigned char* sv = s_v + stage * Tr::kSmemKV;
+    if constexpr (Tr::kQInRegs) {
+      if (nb == nb_begin) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < Tr::kKSteps; ++ks)
+            tile::ldmatrix_x4(q_frag[mt][ks], tile::smem_addr(s_q + a_off + mt * 16 * Tr::kSmemRow + ks * 32));
+      }
+    }
+    if constexpr (Tr::kIsFp8) {
+      detail::transpose_v_fp8<Tr>(sv, s_vt);
+      __syncthreads();
+    }
+
+    // The tile is consumed in sub-tiles of kSubN keys (kSubN = Bc except where S for the whole tile
+    // would not fit in registers next to O): each sub-tile is one online-softmax step (softmax.h).
+    const bool tile_masked = mask.needs_mask(nb);
+#pragma unroll 1
+    for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+      const unsigned char* sk_s = sk + sub * Tr::kSubN * Tr::kSmemRow;
+      const unsigned char* sv_s = sv + sub * Tr::kSubN * Tr::kSmemRow;
+      const unsigned char* svt_s = s_vt + sub * Tr::kSubN;  // V^T: keys are columns
+      // ---- S = Q K^T (fp32) ----
+      float s[kMT][Tr::kNTilesSub][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int j = 0; j < Tr::kNTilesSub; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          if constexpr (Tr::kQInRegs) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
+          } else {
+            tile::ldmatrix_x4(a[mt], tile::smem_addr(s_q + a_off + mt * 16 * Tr::kSmemRow + ks * 32));
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < Tr::kNTilesSub / 2; ++np) {
+          uint32_t bk[4];
+          tile::ldmatrix_x4(bk, tile::smem_addr(sk_s + b_off + np * 16 * Tr::kSmemRow + ks * 32));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            tile::mma(Mma{}, s[mt][2 * np], a[mt], bk[0], bk[1]);
+            tile::mma(Mma{}, s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+          }
+        }
+      }
+
+      // ---- mask (only tiles that straddle a boundary) ----
+      const int n0 = nb * kBlockN + sub * Tr::kSubN;
+      if (tile_masked) {
+        const RowMask rm = RowMask::make(p, b);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            // Shift to tile-local columns so the per-element test is two int compares on constants.
+            const int row = warp_row0 + 16 * mt + 8 * r;
+            int lo, hi;
+            rm.row_bounds(row, lo, hi);
+            lo -= n0 + 2 * t;
+            hi -= n0 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < Tr::kNTilesSub; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int cl = 8 * j + e;
+                bool ok = cl >= lo && cl < hi;
+                if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+                if (!ok) s[mt][j][2 * r + e] = -INFINITY;
+              }
+          }
+      }
+
+      // ---- online softmax ----
+      // P~ packed per (m-tile, n-tile, row): 16-bit formats two halves per register, fp8 two bytes.
+      uint32_t pk[kMT][Tr::kNTilesSub][2];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        float alpha[2];
+        sm[mt].update(s[mt], c, alpha);
+        // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
+        // changes no bit: skip the rescale then (a warp-uniform vote, so no divergence).
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+          for (int i = 0; i < Tr::kNTilesO; ++i) {
+            acc[mt][i][0] = __fmul_rn(acc[mt][i][0], alpha[0]);
+            acc[mt][i][1] = __fmul_rn(acc[mt][i][1], alpha[0]);
+            acc[mt][i][2] = __fmul_rn(acc[mt][i][2], alpha[1]);
+            acc[mt][i][3] = __fmul_rn(acc[mt][i][3], alpha[1]);
+          }
+        }
+        // The l convention is a run-time flag; branching once around the whole loop (not per element)
+        // keeps only one of p and P~ live per element.
+        if (p.l_from_fp32_p) {
+          detail::round_p<ET, Tr::kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
+        } else {
+          detail::round_p<ET, Tr::kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
+        }
+      }
+
+      // ---- O += P~ V ----
+      if constexpr (!Tr::kIsFp8) {
+#pragma unroll
+        for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+          uint32_t a[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            a[mt][0] = pk[mt][2 * kk][0];
+            a[mt][1] = pk[mt][2 * kk][1];
+            a[mt][2] = pk[mt][2 * kk + 1][0];
+            a[mt][3] = pk[mt][2 * kk + 1][1];
+          }
+#pragma unroll
+          for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
+            uint32_t bv[4];
+            tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
+              tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+            }
+          }
+        }
+      } else {
+        uint32_t pa[kMT][Tr::kPVStepsSub][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+            pa[mt][kk][0] = pk[mt][4 * kk][0] | (pk[mt][4 * kk + 1][0] << 16);
+            pa[mt][kk][1] = pk[mt][4 * kk][1] | (pk[mt][4 * kk + 1][1] << 16);
+            pa[mt][kk][2] = pk[mt][4 * kk + 2][0] | (pk[mt][4 * kk + 3][0] << 16);
+            pa[mt][kk][3] = pk[mt][4 * kk + 2][1] | (pk[mt][4 * kk + 3][1] << 16);
+          }
+#pragma unroll
+        for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
+          if constexpr (Tr::kTwoLevel) {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              float t0[4] = {0.f, 0.f, 0.f, 0.f}, t1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+              for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+                uint32_t bv[4];
+                tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
+                tile::mma(Mma{}, t0, pa[mt][kk], bv[0], bv[1]);
+                tile::mma(Mma{}, t1, pa[mt][kk], bv[2], bv[3]);
+              }
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mt][2 * dp][e] = __fadd_rn(acc[mt][2 * dp][e], t0[e]);
+                acc[mt][2 * dp + 1][e] = __fadd_rn(acc[mt][2 * dp + 1][e], t1[e]);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+              uint32_t bv[4];
+              tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
+#pragma unroll
+              for (int mt = 0; mt < kMT; ++mt) {
+                tile::mma(Mma{}, acc[mt][2 * dp], pa[mt][kk], bv[0], bv[1]);
+                tile::mma(Mma{}, acc[mt][2 * dp + 1], pa[mt][kk], bv[2], bv[3]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---- epilogue ----
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) sm[mt].finalize();
+  if (p.num_splits == 1) {
+    auto* o_g = static_cast<OutBits*>(p.o) + static_cast<long long>(b) * p.o_stride[0] +
+                static_cast<long long>(h) * p.o_stride[1];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp_row0 + 16 * mt + 8 * r;
+        if (row >= p.n_q) continue;
+        const float l = sm[mt].row_sum[r];
+        const float inv = l > 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+        OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
+#pragma unroll
+        for (int i = 0; i < Tr::kNTilesO; ++i) {
+          float x0 = __fmul_rn(acc[mt][i][2 * r], inv);
+          float x1 = __fmul_rn(acc[mt][i][2 * r + 1], inv);
+          if constexpr (Tr::kIsFp8) {
+            x0 = __fmul_rn(x0, p.v_descale);
+            x1 = __fmul_rn(x1, p.v_descale);
+          }
+          *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
+        }
+        if (p.lse && t == 0) {
+          p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
+              l > 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
+                       : -INFINITY;
+        }
+      }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp_row0 + 16 * mt + 8 * r;
+        if (row >= p.n_q) continue;
+        const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
+        float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
+#pragma unroll
+        for (int i = 0; i < Tr::kNTilesO; ++i)
+          *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[mt][i][2 * r], acc[mt][i][2 * r + 1]);
+        if (t == 0) {
+          p.ws_m[idx] = sm[mt].row_max[r];
+          p.ws_l[idx] = sm[mt].row_sum[r];
+        }
+      }
+  }
+}
+
+// Device layer: launch one instantiation.
+template <typename Tr>
+cudaError_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
+  const auto kernel = fwd_kernel<Tr>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.n_q + Tr::kBlockM - 1) / Tr::kBlockM, p.heads_q * p.num_splits, p.batch);
+  kernel<<<grid, Tr::kNThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashcheck::cuda

@@ -1,0 +1,35 @@
+// Device layer: maps the run-time tile index of one head dim onto the compiled instantiations.
+#pragma once
+
+#include "fwd_dispatch.h"
+#include "fwd_kernel.cuh"
+#include "tile_policy.h"
+
+namespace flashcheck::cuda {
+
+template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false>
+cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
+  constexpr TileShape shape = tile_options(kHeadDim, kTile);
+  return launch_fwd<FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel>>(p, stream);
+}
+
+template <typename Elem, int kHeadDim, bool kTwoLevel = false>
+cudaError_t launch_any_tile(int tile_index, const FwdParams& p, cudaStream_t stream) {
+  switch (tile_index) {
+    case 0: return launch_tile<Elem, kHeadDim, 0, kTwoLevel>(p, stream);
+    case 1: return launch_tile<Elem, kHeadDim, 1, kTwoLevel>(p, stream);
+    case 2: return launch_tile<Elem, kHeadDim, 2, kTwoLevel>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <int kHeadDim>
+cudaError_t dispatch_hdim_16bit(Recipe recipe, int tile_index, const FwdParams& p, cudaStream_t stream) {
+  switch (recipe) {
+    case Recipe::kFp16: return launch_any_tile<Fp16, kHeadDim>(tile_index, p, stream);
+    case Recipe::kBf16: return launch_any_tile<Bf16, kHeadDim>(tile_index, p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace flashcheck::cuda

@@ -1,0 +1,50 @@
+// Device layer: the plain parameter block every forward kernel (fused, fp32, naive, merge) receives.
+// Built once by the runner (fused_attention.cpp) from fc_problem/fc_buffers after validation, so the
+// kernels never see an unchecked value.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcheck::cuda {
+
+// Window bounds at or beyond this are "unbounded"; int64 so that i + offset + bound cannot overflow.
+inline constexpr long long kUnboundedWindow = 1LL << 40;
+
+struct FwdParams {
+  // Tensors: element (b, h, n, c) at ptr + b*s[0] + h*s[1] + n*s[2] + c (innermost stride is 1 and rows
+  // are 16-byte aligned: the runner repacks anything else into a contiguous temporary first).
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  long long q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+  float* lse;  // [batch, heads_q, n_q] or nullptr
+
+  int batch, heads_q, heads_kv, group;  // group = heads_q / heads_kv (GQA/MQA)
+  int n_q, n_k, d;
+
+  // Run-time mask: keys j of query row i are allowed when
+  //   j < kv_len(b)  &&  (!has_window || i + off - left <= j <= i + off + right)  &&  dense[i*n_k + j]
+  // with off = 0 (top-left) or kv_len(b) - n_q (bottom-right). Causal = window(unbounded, 0).
+  const int32_t* key_lengths;  // device, [batch] or nullptr (clamped to [0, n_k] in the kernel)
+  const uint8_t* dense_mask;   // device, [n_q * n_k] or nullptr
+  bool has_window;
+  bool align_bottom_right;
+  long long window_left, window_right;
+
+  float scale_log2;   // c = fl32(scale * q_descale * k_descale * log2(e)), folded into one fma per score
+  float scale_eff;    // fl32(scale * q_descale * k_descale): natural-log scale for the LSE
+  float v_descale;    // fp8 only (1 otherwise)
+  float lse_offset;   // ln of the power-of-two pre-scale of P (fp8: 8*ln2, else 0)
+  bool l_from_fp32_p; // FC_FLAG_L_FROM_FP32_P
+  bool two_level;     // FC_FLAG_TWO_LEVEL_ACCUM (fp8 only)
+
+  // Split-KV: num_splits > 1 makes every block write its unnormalised state (a, m, l) to the workspace,
+  // [split][b][h][row] (a: times d), and split_kv_merge combines them.
+  int num_splits;
+  float* ws_acc;
+  float* ws_m;
+  float* ws_l;
+};
+
+}  // namespace flashcheck::cuda

@@ -1,0 +1,135 @@
+// Collective layer: the run-time attention mask. Masks are data, not template parameters: one kernel
+// instantiation serves every mask kind. Per tile, the kernel asks two questions:
+//   1. which key tiles can hold an allowed key for this block of rows (the rest are skipped), and
+//   2. does this tile need element-wise masking at all (interior tiles run mask-free).
+#pragma once
+
+#include "fwd_params.h"
+
+namespace flashcheck::cuda {
+
+struct RowMask {
+  int kv_len;             // keys >= kv_len are padding
+  long long offset;       // 0 or kv_len - n_q (bottom-right alignment)
+  bool has_window;
+  long long left, right;  // window bounds (kUnboundedWindow = none)
+  const uint8_t* dense;   // nullptr or [n_q * n_k]
+  int n_k;
+
+  __host__ __device__ static RowMask make(const FwdParams& p, int b) {
+    RowMask m;
+    int kl = p.n_k;
+    if (p.key_lengths) {
+      kl = p.key_lengths[b];
+      kl = kl < 0 ? 0 : (kl > p.n_k ? p.n_k : kl);
+    }
+    m.kv_len = kl;
+    m.offset = p.align_bottom_right ? static_cast<long long>(kl) - p.n_q : 0;
+    m.has_window = p.has_window;
+    m.left = p.window_left;
+    m.right = p.window_right;
+    m.dense = p.dense_mask;
+    m.n_k = p.n_k;
+    return m;
+  }
+
+  __device__ __forceinline__ bool allowed(int row, int col) const {
+    if (col >= kv_len) return false;
+    if (has_window) {
+      const long long centre = static_cast<long long>(row) + offset;
+      if (col < centre - left || col > centre + right) return false;
+    }
+    if (dense && !dense[static_cast<long long>(row) * n_k + col]) return false;
+    return true;
+  }
+
+  // Allowed key interval [lo, hi) of one row from the window and the key length alone (the dense mask
+  // is checked per element). Computed once per row, so the per-element test is two int compares.
+  __device__ __forceinline__ void row_bounds(int row, int& lo, int& hi) const {
+    long long l = 0, h = kv_len;
+    if (has_window) {
+      const long long c = static_cast<long long>(row) + offset;
+      l = c - left > l ? c - left : l;
+      h = c + right + 1 < h ? c + right + 1 : h;
+    }
+    if (h < l) h = l;
+    lo = static_cast<int>(l);
+    hi = static_cast<int>(h);
+  }
+  __device__ __forceinline__ bool dense_allows(int row, int col) const {
+    return !dense || dense[static_cast<long long>(row) * n_k + col];
+  }
+
+  // Half-open key range [lo, hi) that rows [row_first, row_last] can reach (may be empty).
+  __host__ __device__ void key_range(int row_first, int row_last, int& lo, int& hi) const {
+    long long l = 0, h = kv_len;
+    if (has_window) {
+      const long long wl = static_cast<long long>(row_first) + offset - left;
+      const long long wh = static_cast<long long>(row_last) + offset + right + 1;
+      l = wl > l ? wl : l;
+      h = wh < h ? wh : h;
+    }
+    if (h < l) h = l;
+    lo = static_cast<int>(l);
+    hi = static_cast<int>(h);
+  }
+
+  // True when some element of the tile rows [row_first, row_last] x keys [col_first, col_last] may be
+  // masked out, i.e. the tile cannot take the mask-free path.
+  __device__ __forceinline__ bool tile_needs_mask(int row_first, int row_last, int col_first,
+                                                  int col_last) const {
+    if (dense) return true;
+    if (col_last >= kv_len) return true;
+    if (has_window) {
+      // Interior iff every row's window covers the whole tile: the tightest rows are the first (right
+      // edge) and the last (left edge).
+      if (col_first < static_cast<long long>(row_last) + offset - left) return true;
+      if (col_last > static_cast<long long>(row_first) + offset + right) return true;
+    }
+    return false;
+  }
+};
+
+// Per-block mask summary kept in registers by the fused kernel: three ints instead of the whole RowMask
+// (the rest is re-derived from the kernel parameters, which live in the constant bank, on masked tiles).
+//   key tiles nb with full_lo <= nb < full_hi are interior (no element masked for any valid row).
+struct BlockMask {
+  int kv_len;
+  int full_lo, full_hi;
+
+  __device__ __forceinline__ static BlockMask make(const RowMask& m, int row_first, int row_last, int block_n) {
+    BlockMask bm;
+    bm.kv_len = m.kv_len;
+    long long lo = 0, hi = m.kv_len / block_n;  // tiles entirely below kv_len
+    if (m.has_window) {
+      // interior iff n0 >= row_last + off - left and n0 + block_n - 1 <= row_first + off + right
+      const long long a = static_cast<long long>(row_last) + m.offset - m.left;
+      if (a > 0) lo = (a + block_n - 1) / block_n;
+      const long long b = static_cast<long long>(row_first) + m.offset + m.right + 1;  // n0 + block_n <= b
+      const long long bh = b >= 0 ? b / block_n : -1;
+      hi = bh < hi ? bh : hi;
+    }
+    if (m.dense) hi = lo;  // every tile is checked element-wise
+    bm.full_lo = static_cast<int>(lo);
+    bm.full_hi = static_cast<int>(hi < lo ? lo : hi);
+    return bm;
+  }
+  __device__ __forceinline__ bool needs_mask(int nb) const { return nb < full_lo || nb >= full_hi; }
+};
+
+// Which key blocks a (row block, split) pair iterates: [block_begin, block_end) in units of kBlockN.
+// The full range of reachable key blocks is cut into num_splits contiguous chunks of equal size (the last
+// may be shorter or empty); a chunk that holds no key writes the empty state (m = -inf, l = 0, a = 0).
+__host__ __device__ inline void split_block_range(int key_lo, int key_hi, int block_n, int num_splits,
+                                                  int split, int& block_begin, int& block_end) {
+  const int first = key_lo / block_n;
+  const int last = key_hi > key_lo ? (key_hi + block_n - 1) / block_n : first;  // exclusive
+  const int total = last - first;
+  const int per = (total + num_splits - 1) / num_splits;
+  block_begin = first + split * per;
+  block_end = block_begin + per;
+  if (block_end > last) block_end = last;
+  if (block_begin > block_end) block_begin = block_end;
+}
+
+}  // namespace flashcheck::cuda
