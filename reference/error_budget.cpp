@@ -378,6 +378,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         B.lse_bound_probabilistic[li] = lse_total(eps_l_prob);
       }
     }
+  // Far outside the model (scores near 2^17 in tf32, say) a term can come out as 0 * inf = NaN. A NaN
+  // bound would let every error pass (err > NaN is false), so it means "no claim": +inf, never NaN.
+  // Found by the fuzzer (tests/fuzz/regression_test.cpp).
+  for (auto* bounds : {&B.o_bound, &B.o_bound_probabilistic, &B.lse_bound, &B.lse_bound_probabilistic})
+    for (double& x : *bounds)
+      if (std::isnan(x)) x = inf;
   return B;
 }
 
