@@ -141,6 +141,9 @@ Status validate(Subject subject, const fc_problem& p) {
   if (!is_supported_head_dim(p.d))
     return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: 32, 64, 96, 128, 256)", p.d);
   if (!std::isfinite(p.scale)) return fail(FC_ERR_INVALID, "scale must be finite");
+  // The running max is taken over raw scores and scaled afterwards, which is only the max of the scaled
+  // scores for a positive scale.
+  if (p.scale <= 0.0) return fail(FC_ERR_UNSUPPORTED, "scale %g: only scale > 0 is supported", p.scale);
   if (p.mask < FC_MASK_NONE || p.mask > FC_MASK_WINDOW) return fail(FC_ERR_INVALID, "unknown mask kind %d", p.mask);
   if (p.mask == FC_MASK_WINDOW) {
     if (p.window_left < -1 || p.window_right < -1)

@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
         const int row = warp_row0 + 16 * mt + 8 * r;
         if (row >= p.n_q) continue;
         const float l = sm[mt].row_sum[r];
-        const float inv = l > 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+        const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
         OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
 #pragma unroll
         for (int i = 0; i < Tr::kNTilesO; ++i) {
@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
         }
         if (p.lse && t == 0) {
           p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-              l > 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
+              l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
                        : -INFINITY;
         }
       }
