@@ -448,8 +448,10 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
         OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
 #pragma unroll
         for (int i = 0; i < Tr::kNTilesO; ++i) {
-          float x0 = __fmul_rn(acc[mt][i][2 * r], inv);
-          float x1 = __fmul_rn(acc[mt][i][2 * r + 1], inv);
+          // A row with no visible key is 0 by definition, also when its accumulator holds 0 * NaN from a
+          // NaN value row that other rows of the tile see (the MMA cannot skip a zero P).
+          float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
+          float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
           if constexpr (Tr::kIsFp8) {
             x0 = __fmul_rn(x0, p.v_descale);
             x1 = __fmul_rn(x1, p.v_descale);

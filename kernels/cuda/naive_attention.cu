@@ -127,7 +127,7 @@ __global__ void naive_pv(const FwdParams p, const float* prob, const float* row_
   const float l = row_sum[static_cast<long long>(bh) * p.n_q + i];
   const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
   T* o = static_cast<T*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + i * p.o_stride[2];
-  o[c] = from_f<T>(__fmul_rn(a, inv));
+  o[c] = from_f<T>(l != 0.0f ? __fmul_rn(a, inv) : 0.0f);  // no visible key: 0, even if a holds 0 * NaN
 }
 
 template <typename T>

@@ -46,10 +46,11 @@ __global__ void split_kv_merge_kernel(const FwdParams p, int out_kind) {
     float a = 0.0f;
     for (int s = 0; s < p.num_splits; ++s) {
       const float ms = p.ws_m[s * rows + row];
-      const float w = ms == -INFINITY ? 0.0f : tile::ex2(__fmul_rn(__fsub_rn(ms, m), c));
+      if (ms == -INFINITY) continue;  // an empty chunk adds nothing, not even 0 * NaN
+      const float w = tile::ex2(__fmul_rn(__fsub_rn(ms, m), c));
       a = __fadd_rn(a, __fmul_rn(w, p.ws_acc[(s * rows + row) * p.d + k]));
     }
-    float o = __fmul_rn(a, inv);
+    float o = l != 0.0f ? __fmul_rn(a, inv) : 0.0f;
     if (p.v_descale != 1.0f) o = __fmul_rn(o, p.v_descale);
     if (out_kind == kOutFp32) {
       static_cast<float*>(p.o)[o_off + k] = o;

@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8)
     ap.add_argument("--seed", type=int, default=20261129)
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     work = tempfile.mkdtemp(prefix="sdpa-verdict-")
     ours_plugin = os.environ.get("FLASHCHECK_CUDA_PLUGIN") or ""
