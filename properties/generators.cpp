@@ -126,16 +126,6 @@ bool row_has_masked_key(const Problem& p) {
   return false;
 }
 
-bool has_empty_row(const Problem& p) {
-  for (int b = 0; b < p.batch; ++b)
-    for (int64_t i = 0; i < p.n_q; ++i) {
-      bool any = false;
-      for (int64_t j = 0; j < p.n_k && !any; ++j) any = p.visible(b, i, j);
-      if (!any) return true;
-    }
-  return false;
-}
-
 size_t work(const Problem& p) {
   return size_t(p.batch) * p.heads_q * size_t(p.n_q) * size_t(p.n_k) * size_t(p.d + p.dv);
 }
@@ -265,7 +255,7 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
         p.key_lengths = pick_key_lengths(p, bc, false);
         break;
     }
-    if (space.need_empty_row && !has_empty_row(p)) {
+    if (space.need_empty_row && !p.has_empty_row()) {
       // Bottom-right causal/window with Nq > Nk leaves the top rows empty.
       if (p.window.active() && p.window.align == Align::bottom_right) {
         p.window.right = 0;

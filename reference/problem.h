@@ -68,6 +68,17 @@ struct Problem {
     return true;
   }
 
+  // True when some query row of some batch sees no key at all (O = 0, LSE = -inf by definition).
+  bool has_empty_row() const {
+    for (int b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < n_q; ++i) {
+        bool any = false;
+        for (int64_t j = 0; j < n_k && !any; ++j) any = visible(b, i, j);
+        if (!any) return true;
+      }
+    return false;
+  }
+
   // Throws std::invalid_argument naming the offending field when the problem is impossible.
   void validate() const;
   std::string describe() const;

@@ -39,16 +39,6 @@ std::vector<GeneratedCase> sample(const Capabilities& caps, const CaseSpace& spa
   return out;
 }
 
-bool has_empty_row(const Problem& p) {
-  for (int b = 0; b < p.batch; ++b)
-    for (int64_t i = 0; i < p.n_q; ++i) {
-      bool any = false;
-      for (int64_t j = 0; j < p.n_k && !any; ++j) any = p.visible(b, i, j);
-      if (!any) return true;
-    }
-  return false;
-}
-
 TEST(property_generators, lengths_are_biased_to_tile_boundaries) {
   const auto cases = sample(emulation_like(), {}, 2000);
   int boundary = 0, below_tile = 0, one = 0, unequal = 0;
@@ -81,7 +71,7 @@ TEST(property_generators, every_kind_appears) {
     for (const HostileEdit& e : c.edits) hostile.insert(e.kind);
     gqa += c.problem.heads_q != c.problem.heads_kv;
     dv_differs += c.problem.dv != c.problem.d;
-    empty += has_empty_row(c.problem);
+    empty += c.problem.has_empty_row();
     splits += c.options.num_splits > 1;
     fa1 += c.options.normalisation == Normalisation::fa1;
     odd_d += c.problem.d % 2 == 1;
@@ -104,7 +94,7 @@ TEST(property_generators, spaces_are_honoured) {
   CaseSpace empty;
   empty.need_empty_row = true;
   int with_empty = 0;
-  for (const GeneratedCase& c : sample(emulation_like(), empty, 500)) with_empty += has_empty_row(c.problem);
+  for (const GeneratedCase& c : sample(emulation_like(), empty, 500)) with_empty += c.problem.has_empty_row();
   EXPECT_GT(with_empty, 500 * 95 / 100);
 
   CaseSpace nan;
