@@ -79,6 +79,11 @@ struct BudgetVerdict {
   void add(const BudgetVerdict& other, size_t keep_worst = 8);
 };
 
+// IEEE round-to-nearest overflows at max_finite + ulp/2, so an exact value within its bound of that
+// threshold may legitimately come out as +-inf of its own sign (docs/semantics.md, "Outputs at the edge
+// of the output format"). True when `got` is such an overflow.
+bool legitimate_overflow(double got, double want, double bound, Format output);
+
 // Compares a subject's O (and LSE, when given) with the reference: NaN where the reference is NaN,
 // exact 0 / -inf for rows with no visible key, and |error| <= bound everywhere else.
 BudgetVerdict check_against_budget(const Problem& p, const std::vector<double>& o, const std::vector<double>& lse,

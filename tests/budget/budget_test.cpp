@@ -1,5 +1,6 @@
 // The error budget holds for the emulation over random problems of every recipe (CI-sized campaign; the
 // >= 10^7-element campaign is tools budget_campaign, label slow).
+#include <limits>
 #include <gtest/gtest.h>
 
 #include "tests/budget/budget_support.h"
@@ -56,6 +57,18 @@ TEST(BudgetUnknownTile, IsNeverBelowTheKnownTileBudget) {
 
 INSTANTIATE_TEST_SUITE_P(AllRecipes, BudgetCampaign, ::testing::ValuesIn(all_recipes),
                          [](const auto& info) { return std::string(recipe_spec(info.param).name); });
+
+// fp16 overflows at 65520 = 65504 + ulp/2: an infinity is legitimate only when the exact value plus its
+// bound reaches that threshold, and only with the exact value's sign.
+TEST(LegitimateOverflow, OnlyWithinTheBoundOfTheThresholdAndOfTheRightSign) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(legitimate_overflow(inf, 65504.0, 16.0, Format::fp16));
+  EXPECT_FALSE(legitimate_overflow(inf, 65504.0, 15.9, Format::fp16));
+  EXPECT_FALSE(legitimate_overflow(-inf, 65504.0, 16.0, Format::fp16));
+  EXPECT_TRUE(legitimate_overflow(-inf, -65500.0, 20.0, Format::fp16));
+  EXPECT_FALSE(legitimate_overflow(inf, 1.0, 1e9, Format::e4m3));  // no infinity in the format
+  EXPECT_FALSE(legitimate_overflow(65504.0, 65504.0, 16.0, Format::fp16));
+}
 
 }  // namespace
 }  // namespace fc::budget_test

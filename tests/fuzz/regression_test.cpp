@@ -82,7 +82,10 @@ TEST(FuzzRegression, BudgetBoundIsNeverNaN_Tf32ScoresNear2To17) {
 //   values: Q: small_int(int8 * 2^6); K: raw bits (made finite); V: exp_window(2^11 .. 2^19); Q and K scaled by 2^-6 (score guard)
 //     NaN inputs: 0
 //     (42 input values: not printed)
-TEST(FuzzRegression, DISABLED_OutputAtFp16MaxFiniteMustNotOverflow) {
+// The exact output is fp16's 65504; the emulation computes it 2^-11 high (within its bound) and IEEE
+// rounding overflows to inf. docs/semantics.md allows that within one bound of the overflow threshold;
+// any other infinity is still a finding.
+TEST(FuzzRegression, OutputAtFp16MaxFiniteMayRoundToInfinity) {
   [[maybe_unused]] const double nan = std::numeric_limits<double>::quiet_NaN();
   [[maybe_unused]] const double inf = std::numeric_limits<double>::infinity();
   fc::fuzz::FuzzCase c;
