@@ -109,6 +109,22 @@ TEST(CliUsage, CheckWithinBudgetExitsZeroAndPrintsWorstElements) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
 }
 
+#ifdef FC_EXAMPLE_CPU_PLUGIN
+// --plugin P means --subject plugin:P in check, report and fuzz; a missing file is a usage error.
+TEST(CliUsage, PluginFlagRunsAKernelBehindTheCAbi) {
+  const Result r = run_flashcheck({"check", "--plugin", FC_EXAMPLE_CPU_PLUGIN, "--recipe", "fp16", "--n", "33", "--d", "16"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
+  const Result f = run_flashcheck({"fuzz", "--plugin", FC_EXAMPLE_CPU_PLUGIN, "--seconds", "2", "--limits", "cpu", "--quiet"});
+  EXPECT_EQ(f.exit_code, 0) << f.output;
+  TempDir dir("plugin-report");
+  const Result rep = run_flashcheck({"report", "--plugin", FC_EXAMPLE_CPU_PLUGIN, "--recipes", "fp16", "--n", "64",
+                                     "--d", "32", "--cases", "4", "--no-plots", "--quiet", "--out", dir.path.string()});
+  EXPECT_EQ(rep.exit_code, 0) << rep.output;
+  expect_usage_error({"check", "--plugin", "/no/such/plugin.so"}, {"--plugin", "/no/such/plugin.so"});
+}
+#endif
+
 TEST(CliUsage, CheckProblemFile) {
   TempDir dir("problem");
   std::ofstream(dir.path / "p.json") << R"({"recipe": "fp16", "n_q": 20, "n_k": 37, "d": 8, "mask": "causal",

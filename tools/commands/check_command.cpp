@@ -146,7 +146,12 @@ void add_check(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<CheckFlags>();
   CLI::App* cmd = app.add_subcommand(
       "check", "Run one problem on one subject and print the worst elements with error, bound and scaled ulps.");
-  cmd->add_option("--subject,-s", f->subject, "Subject (default emulation)");
+  auto* subject = cmd->add_option("--subject,-s", f->subject, "Subject (default emulation)");
+  cmd->add_option_function<std::string>(
+         "--plugin", [f](const std::string& path) { f->subject = "plugin:" + path; },
+         "Kernel plugin behind include/flashcheck/plugin.h (= --subject plugin:<path>)")
+      ->check(CLI::ExistingFile)
+      ->excludes(subject);
   cmd->add_option("--recipe,-r", f->recipe, "Recipe: " + all_recipe_names() + " (default fp16)");
   cmd->add_option("--n", f->n, "Query length n_q (default 128)");
   cmd->add_option("--nk", f->nk, "Key length n_k (default: = n)");

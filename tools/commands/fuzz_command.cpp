@@ -303,6 +303,11 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("fuzz", "Time-boxed fuzz campaign (boundary-biased shapes, hostile values) against a subject; "
                                              "or --explain a reproducer");
   auto* subject_opt = cmd->add_option("--subject", opts->subject, "subject under test (emulation, cuda, plugin:<path>, ...)");
+  auto* plugin_opt = cmd->add_option_function<std::string>(
+                             "--plugin", [opts](const std::string& path) { opts->subject = "plugin:" + path; },
+                             "kernel plugin behind include/flashcheck/plugin.h (= --subject plugin:<path>)")
+                         ->check(CLI::ExistingFile)
+                         ->excludes(subject_opt);
   cmd->add_option("--seconds", opts->seconds, "campaign length in seconds")->check(CLI::PositiveNumber);
   cmd->add_option("--max-cases", opts->max_cases, "stop after this many cases (0: until the time is up)");
   cmd->add_option("--seed", opts->seed, "campaign seed (case i is reproducible from seed and i alone)");
@@ -320,10 +325,10 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
                 "let |V| reach the output format's max_finite (the open overflow question; docs/fuzzing.md)");
   cmd->add_option("--explain", opts->explain, "print a reproducer (libFuzzer crash file or .bin) as a readable case and a regression test");
   cmd->add_flag("--run", opts->run, "with --explain: also run the case on the subject and print the verdict");
-  cmd->callback([opts, &exit_code, subject_opt, limits_opt] {
+  cmd->callback([opts, &exit_code, subject_opt, plugin_opt, limits_opt] {
     try {
       if (!opts->explain.empty())
-        exit_code = run_explain(*opts, subject_opt->count() > 0, limits_opt->count() > 0);
+        exit_code = run_explain(*opts, subject_opt->count() + plugin_opt->count() > 0, limits_opt->count() > 0);
       else
         exit_code = run_campaign(*opts);
     } catch (const std::invalid_argument& e) {

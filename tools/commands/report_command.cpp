@@ -181,6 +181,14 @@ void add_report(CLI::App& app, int& exit_code) {
                   "Subjects: emulation, emulation+bug:<name>, cuda, cuda-naive, plugin:<path> (default: emulation, "
                   "and cuda when a GPU is usable)")
       ->delimiter(',');
+  // --plugin P is --subjects plugin:P, spelled the way the C ABI's users look for it.
+  cmd->add_option_function<std::vector<std::string>>(
+         "--plugin",
+         [flags](const std::vector<std::string>& paths) {
+           for (const auto& p : paths) flags->subjects.push_back("plugin:" + p);
+         },
+         "Kernel plugin(s) behind include/flashcheck/plugin.h to add as subjects (= --subjects plugin:<path>)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--n", flags->n, "Sequence lengths N (n_q = n_k = N), comma separated")->delimiter(',');
   cmd->add_option("--d", flags->d, "Head dims d (= dv), comma separated")->delimiter(',');
   cmd->add_option("--masks", flags->masks, "Masks: none, causal, causal-top-left, window:L,R ... (use ';' between "
@@ -210,7 +218,7 @@ void add_report(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-plots", flags->no_plots, "Do not run the plot script");
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress output");
   cmd->add_flag("--dry-run", flags->dry_run, "Print the cases the campaign would run, and exit");
-  for (const char* name : {"--recipes", "--subjects", "--n", "--d", "--masks", "--distributions", "--tiles", "--batch",
+  for (const char* name : {"--recipes", "--subjects", "--plugin", "--n", "--d", "--masks", "--distributions", "--tiles", "--batch",
                            "--heads-q", "--heads-kv", "--seed", "--cases", "--rerun", "--dry-run", "--jobs"})
     from->excludes(cmd->get_option(name));
   cmd->footer("Exit: 0 every element within budget; 1 violations or a failed case; 2 usage or input error; "
