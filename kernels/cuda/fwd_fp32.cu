@@ -96,9 +96,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) fwd_fp32_kernel(const FwdP
     l = __fadd_rn(__fmul_rn(l, alpha), tile_sum);
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) acc[i] = __fmul_rn(acc[i], alpha);
+    // Keys masked for this row are skipped, not multiplied by 0: a NaN in V there must not reach it.
+    const unsigned seen = __ballot_sync(0xffffffffu, s != -INFINITY);
 #pragma unroll 4
     for (int j = 0; j < kKeysPerTile; ++j) {
       const float pj = __shfl_sync(0xffffffffu, pv, j);
+      if (!((seen >> j) & 1u)) continue;
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) acc[i] = __fmaf_rn(pj, s_v[j * kD + lane + 32 * i], acc[i]);
     }
