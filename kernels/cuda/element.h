@@ -25,6 +25,7 @@ template <> struct ElementTraits<Fp16> {
   static constexpr int kBytes = 2;
   static constexpr bool kIsFp8 = false;
   static constexpr float kPScale = 1.0f;  // P is rounded as is
+  static constexpr uint32_t kNanAbove = 0x7c00u;  // |bits| above this is a NaN
   // Round two P values to fp16 (RN); return the packed pair and the rounded values as fp32.
   __device__ __forceinline__ static uint32_t round_pair(float a, float b, float& ra, float& rb) {
     const __half2 h = __floats2half2_rn(a, b);
@@ -45,6 +46,7 @@ template <> struct ElementTraits<Bf16> {
   static constexpr int kBytes = 2;
   static constexpr bool kIsFp8 = false;
   static constexpr float kPScale = 1.0f;
+  static constexpr uint32_t kNanAbove = 0x7f80u;
   // cvt.rn.bf16x2.f32 puts its first source in the upper half; widening back is a shift/mask (exact).
   __device__ __forceinline__ static uint32_t round_pair(float a, float b, float& ra, float& rb) {
     uint32_t packed;
@@ -69,6 +71,7 @@ struct Fp8TraitsBase {
   static constexpr int kBytes = 1;
   static constexpr bool kIsFp8 = true;
   static constexpr float kPScale = 256.0f;
+  static constexpr uint32_t kNanAbove = kE4M3 ? 0x7eu : 0x7cu;  // e4m3: only S.1111.111 is NaN
   // Two rounded P values as 2 bytes (low byte = a): cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (first source to
   // the upper byte), widened back exactly through f16x2.
   __device__ __forceinline__ static uint32_t round_pair(float a, float b, float& ra, float& rb) {

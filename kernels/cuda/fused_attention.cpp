@@ -81,9 +81,13 @@ Strided4 to_strided(const View& v) {
   return s;
 }
 
-// The fused kernel reads rows with 16-byte cp.async: innermost stride 1 and every row start aligned.
+// The fused kernel reads rows with 16-byte cp.async: innermost stride 1 and every row start aligned. It
+// steps from row to row in 32-bit byte offsets (registers are its scarcest resource), so the row stride
+// must stay below kMaxRowStrideBytes; a view with a larger one is repacked like any other.
+constexpr int64_t kMaxRowStrideBytes = int64_t{1} << 24;
 bool kernel_readable(const void* data, const int64_t* stride, int bytes) {
   if (stride[3] != 1) return false;
+  if (stride[2] < 0 || stride[2] * bytes >= kMaxRowStrideBytes) return false;
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0) return false;
   for (int i = 0; i < 3; ++i)
     if ((stride[i] * bytes) % 16 != 0) return false;
@@ -292,6 +296,14 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
   for (int i = 0; i < kNumTileOptions; ++i) {
     const TileShape t = tile_options(p.d, i);
     if (t.m == lp.tile_m && t.n == lp.tile_n) tile_index = i;
+  }
+  // Redo flags of the tensor-core kernels' V NaN guard (value_nan_guard.h): only when some key tile can
+  // be a boundary tile.
+  DeviceAlloc redo(stream);
+  if (p.recipe != FC_RECIPE_FP32 && (fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0)) {
+    const size_t blocks = static_cast<size_t>((p.n_q + lp.tile_m - 1) / lp.tile_m) * p.heads_q * lp.num_splits * p.batch;
+    FC_CUDA_TRY(redo.alloc(blocks * tile_options(p.d, tile_index).warps));
+    fp.redo = static_cast<uint8_t*>(redo.get());
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);
   switch (recipe) {

@@ -13,7 +13,7 @@
 // order inside each 32-key chunk: logical k = 16h + 4t + i  <->  key 8*(2h + i/2) + 2t + (i%2), and writes V
 // transposed in that order (V^T, [d][Bc] bytes) so that ldmatrix (non-transposed) yields B directly.
 //
-// Rounding points: softmax.h.
+// Rounding points: softmax.h. A NaN in V reaches only the rows that see its key: value_nan_guard.h.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,12 @@
 #include "mask.h"
 #include "mma.h"
 #include "softmax.h"
+#include "value_nan_guard.h"
+
+// 0 only to measure what the guard costs (an A/B build for the benchmark); the product always has it.
+#ifndef FC_GUARD_VALUE_NANS
+#define FC_GUARD_VALUE_NANS 1
+#endif
 
 namespace flashcheck::cuda {
 
@@ -65,7 +71,9 @@ struct FwdKernelTraits {
   static constexpr int kSmemQ = kBlockM * kSmemRow;
   static constexpr int kSmemKV = kBlockN * kSmemRow;
   static constexpr int kSmemVt = kIsFp8 ? kHeadDim * kVtRow : 0;
-  static constexpr int kSmemBytes = kSmemQ + 4 * kSmemKV + kSmemVt;
+  // value_nan_guard.h: a bit per element of the V tile and of the block's O
+  static constexpr int kSmemNanMaps = (kBlockN + kBlockM) * kHeadDim / 8;
+  static constexpr int kSmemBytes = kSmemQ + 4 * kSmemKV + kSmemVt + kSmemNanMaps;
 
   static_assert(kBlockM == 16 * kMTiles * kNWarps && kNWarps >= 1 && kNWarps <= 16);
   static_assert(kBlockN % (kIsFp8 ? 32 : 16) == 0);
@@ -78,7 +86,7 @@ namespace detail {
 // past `limit` are zero-filled. Each thread owns one fixed 16-byte column chunk and walks rows with a
 // running pointer: the addresses cost two registers, not one hoisted 64-bit address per unrolled copy.
 template <typename Tr, int kRows>
-__device__ __forceinline__ void load_tile(unsigned char* dst, const unsigned char* src, long long row_stride,
+__device__ __forceinline__ void load_tile(unsigned char* dst, const unsigned char* src, int row_stride,
                                           int row0, int limit) {
   constexpr int kChunks = Tr::kRowBytes / 16;
   if constexpr (Tr::kNThreads % kChunks != 0) {
@@ -100,7 +108,7 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const unsigned cha
   if (kRowsPerPass > kRows && r >= kRows) return;
   const unsigned char* g = src + static_cast<long long>(row0 + r) * row_stride + c * 16;
   const uint32_t s = tile::smem_addr(dst + r * Tr::kSmemRow + c * 16);
-  const long long step = row_stride * kRowsPerPass;
+  const int step = row_stride * kRowsPerPass;  // < 2^31: the host keeps row strides below 2^24 bytes
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
     const bool valid = row0 + r + i * kRowsPerPass < limit;
@@ -157,10 +165,42 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
     }
 }
 
+// Where a block sits in the problem: its rows, head, split and the key tiles it visits.
+struct BlockPlace {
+  int m0, row_last, h, split, b, h_kv;
+  int nb_begin, nb_end;  // key tiles [nb_begin, nb_end)
+  BlockMask mask;
+};
+
+// Grid position (bx, by, bz) of the forward grid (launch_fwd): x = row block, y = head x split, z = batch.
+template <typename Tr>
+__device__ __forceinline__ BlockPlace place_block(const FwdParams& p, int bx, int by, int bz) {
+  BlockPlace bp;
+  // Row blocks in reverse order: under a causal mask the last blocks have the most keys, so they start
+  // first and the short ones fill the tail of the grid.
+  const int m_block = (p.n_q + Tr::kBlockM - 1) / Tr::kBlockM - 1 - bx;
+  bp.h = by / p.num_splits;
+  bp.split = by % p.num_splits;
+  bp.b = bz;
+  bp.h_kv = bp.h / p.group;
+  bp.m0 = m_block * Tr::kBlockM;
+  bp.row_last = min(bp.m0 + Tr::kBlockM, p.n_q) - 1;
+  const RowMask rm = RowMask::make(p, bp.b);
+  int key_lo, key_hi;
+  rm.key_range(bp.m0, bp.row_last, key_lo, key_hi);
+  split_block_range(key_lo, key_hi, Tr::kBlockN, p.num_splits, bp.split, bp.nb_begin, bp.nb_end);
+  bp.mask = BlockMask::make(rm, bp.m0, bp.row_last, Tr::kBlockN);
+  return bp;
+}
+
 }  // namespace detail
 
-template <typename Tr>
-__global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p) {
+// One block's work, at grid position (bx, by, bz). kGuard = false: the fast path (fwd_kernel), which
+// flags the block for a redo when its result may hold a NaN leaked from V through a zero P (see
+// value_nan_guard.h). kGuard = true: the redo (fwd_redo_kernel), which keeps each NaN to the rows that see
+// its key; it re-reads Q from shared memory instead of holding it in registers, to make room.
+template <typename Tr, bool kGuard>
+__device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, int bz) {
   using ET = typename Tr::ET;
   using Mma = typename ET::Mma;
   using OutBits = uint16_t;  // every output format of this kernel is 16-bit (fp16 / bf16)
@@ -172,30 +212,18 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
   unsigned char* s_k = s_q + Tr::kSmemQ;
   unsigned char* s_v = s_k + 2 * Tr::kSmemKV;
   unsigned char* s_vt = s_v + 2 * Tr::kSmemKV;
+  auto* s_nan_tile = reinterpret_cast<uint32_t*>(s_vt + Tr::kSmemVt);
+  auto* s_nan_rows = s_nan_tile + Tr::kBlockN * nan_guard::kWords<Tr>;
 
-  // Row blocks in reverse order: under a causal mask the last blocks have the most keys, so they start
-  // first and the short ones fill the tail of the grid.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y / p.num_splits;
-  const int split = blockIdx.y % p.num_splits;
-  const int b = blockIdx.z;
-  const int h_kv = h / p.group;
+  constexpr bool kQInRegs = Tr::kQInRegs && !kGuard;
+  const detail::BlockPlace bp = detail::place_block<Tr>(p, bx, by, bz);
+  const int h = bp.h, split = bp.split, b = bp.b, h_kv = bp.h_kv, m0 = bp.m0;
+  const int nb_begin = bp.nb_begin, nb_end = bp.nb_end;
+  const BlockMask mask = bp.mask;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int m0 = m_block * kBlockM;
-  const int row_last = min(m0 + kBlockM, p.n_q) - 1;
-
-  int nb_begin, nb_end;
-  BlockMask mask;
-  {
-    const RowMask rm = RowMask::make(p, b);
-    int key_lo, key_hi;
-    rm.key_range(m0, row_last, key_lo, key_hi);
-    split_block_range(key_lo, key_hi, kBlockN, p.num_splits, split, nb_begin, nb_end);
-    mask = BlockMask::make(rm, m0, row_last, kBlockN);
-  }
 
   const auto* q_g = static_cast<const unsigned char*>(p.q) +
                     (static_cast<long long>(b) * p.q_stride[0] + static_cast<long long>(h) * p.q_stride[1]) * ET::kBytes;
@@ -203,9 +231,10 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
                     (static_cast<long long>(b) * p.k_stride[0] + static_cast<long long>(h_kv) * p.k_stride[1]) * ET::kBytes;
   const auto* v_g = static_cast<const unsigned char*>(p.v) +
                     (static_cast<long long>(b) * p.v_stride[0] + static_cast<long long>(h_kv) * p.v_stride[1]) * ET::kBytes;
-  const long long q_row = p.q_stride[2] * ET::kBytes;
-  const long long k_row = p.k_stride[2] * ET::kBytes;
-  const long long v_row = p.v_stride[2] * ET::kBytes;
+  // Row strides in bytes fit 32 bits (the host repacks views whose row stride is 2^24 bytes or more).
+  const int q_row = static_cast<int>(p.q_stride[2] * ET::kBytes);
+  const int k_row = static_cast<int>(p.k_stride[2] * ET::kBytes);
+  const int v_row = static_cast<int>(p.v_stride[2] * ET::kBytes);
 
   // Per-lane ldmatrix offsets (bytes). A operand (16 rows x 32 bytes): matrices (rows 0-7 | 8-15) x
   // (bytes 0-15 | 16-31) in register order a0..a3. B operand of Q.K^T from K[n][k]: matrices
@@ -238,7 +267,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
 
   const int warp_row0 = m0 + warp * Tr::kWarpRows + g;  // row of c0/c1 in m-tile 0
 
-  uint32_t q_frag[Tr::kQInRegs ? kMT : 1][Tr::kQInRegs ? Tr::kKSteps : 1][4];
+  uint32_t q_frag[kQInRegs ? kMT : 1][kQInRegs ? Tr::kKSteps : 1][4];
   int stage = 0;
   for (int nb = nb_begin; nb < nb_end; ++nb, stage ^= 1) {
     // One barrier per tile: it publishes tile nb (the only cp.async group in flight) to all warps, and it
@@ -253,8 +282,15 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
     }
 
     const unsigned char* sk = s_k + stage * Tr::kSmemKV;
-    const unsigned char* sv = s_v + stage * Tr::kSmemKV;
-    if constexpr (Tr::kQInRegs) {
+    unsigned char* sv = s_v + stage * Tr::kSmemKV;
+    // Boundary tiles only (interior tiles show every key to every row): a NaN in V must not reach the
+    // rows that do not see its key through their zero P. Block-uniform, before V is read (fp8: before
+    // its transposition).
+    const bool tile_masked = mask.needs_mask(nb);
+    if constexpr (kGuard) {
+      if (tile_masked) nan_guard::zero_tile_nans<Tr>(sv);
+    }
+    if constexpr (kQInRegs) {
       if (nb == nb_begin) {
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
@@ -270,7 +306,6 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
 
     // The tile is consumed in sub-tiles of kSubN keys (kSubN = Bc except where S for the whole tile
     // would not fit in registers next to O): each sub-tile is one online-softmax step (softmax.h).
-    const bool tile_masked = mask.needs_mask(nb);
 #pragma unroll 1
     for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
       const unsigned char* sk_s = sk + sub * Tr::kSubN * Tr::kSmemRow;
@@ -289,7 +324,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
         uint32_t a[kMT][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          if constexpr (Tr::kQInRegs) {
+          if constexpr (kQInRegs) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
           } else {
@@ -432,6 +467,38 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
   }
 
   // ---- epilogue ----
+  if constexpr (!kGuard) {
+    // A NaN value can reach a row that does not see its key only through a boundary tile (the MMA's
+    // 0 * NaN), and then some accumulator of the block is NaN. A warp holding a NaN flags itself and
+    // leaves its rows to fwd_redo_kernel, which recomputes the whole block and also gets the legitimate
+    // NaNs right. Every warp writes its flag, so the flags need no clearing, and no warp waits for
+    // another. (Asking also whether the block had boundary tiles would keep the key range live across
+    // the loop, which makes the fp8 d = 256 tile spill.)
+    if (FC_GUARD_VALUE_NANS && p.redo) {
+      bool nan[4] = {false, false, false, false};  // four short chains instead of one long one
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) nan[e] = nan[e] || acc[mt][i][e] != acc[mt][i][e];
+      const bool redo = __any_sync(0xffffffffu, nan[0] || nan[1] || nan[2] || nan[3]);
+      const long long block = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+      if (lane == 0) p.redo[block * Tr::kNWarps + warp] = redo;
+      if (redo) return;
+    }
+  } else {
+    nan_guard::clear_rows<Tr>(s_nan_rows);
+    for (int nb = nb_begin; nb < nb_end; ++nb) {
+      if (!mask.needs_mask(nb)) continue;
+      __syncthreads();
+      nan_guard::map_tile<Tr>(v_g, v_row, nb * kBlockN, mask.kv_len, s_nan_tile);
+      __syncthreads();
+      nan_guard::add_rows<Tr>(s_nan_tile, s_nan_rows, p, b, m0, nb * kBlockN);
+    }
+    __syncthreads();
+    nan_guard::poison<Tr>(acc, s_nan_rows, warp * Tr::kWarpRows + g, t);
+  }
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) sm[mt].finalize();
   if (p.num_splits == 1) {
@@ -484,7 +551,39 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p
   }
 }
 
-// Device layer: launch one instantiation.
+template <typename Tr>
+__global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_kernel(const FwdParams p) {
+  fwd_block<Tr, false>(p, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+// Runs the guarded block for every grid position fwd_kernel flagged (grid (gx, gy, gz)). Launched right
+// after it on the same stream with a small grid: when nothing is flagged (almost always) each block reads
+// its share of the flags once and leaves. A separate kernel, so that the fast kernel's register
+// allocation and code are those of an unguarded one (inlined beside it, the guard cost 5-25%).
+template <typename Tr>
+__global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_redo_kernel(const FwdParams p, int gx, int gy, int gz) {
+  // One flag per warp of each forward block; a block is redone when any of its warps flagged itself.
+  const long long total = static_cast<long long>(gx) * gy * gz;
+  const long long stride = static_cast<long long>(gridDim.x) * Tr::kNThreads;
+  auto flagged = [&](long long id) {
+    bool any = false;
+    for (int w = 0; w < Tr::kNWarps; ++w) any = any || p.redo[id * Tr::kNWarps + w];
+    return any;
+  };
+  for (long long base = 0; base < total; base += stride) {
+    const long long mine = base + blockIdx.x + static_cast<long long>(gridDim.x) * threadIdx.x;
+    if (__syncthreads_or(mine < total && flagged(mine)) == 0) continue;
+    for (int t = 0; t < Tr::kNThreads; ++t) {
+      const long long id = base + blockIdx.x + static_cast<long long>(gridDim.x) * t;
+      if (id >= total || !flagged(id)) continue;  // block-uniform
+      __syncthreads();  // the previous redo of this block is done with shared memory
+      fwd_block<Tr, true>(p, static_cast<int>(id % gx), static_cast<int>((id / gx) % gy),
+                          static_cast<int>(id / (static_cast<long long>(gx) * gy)));
+    }
+  }
+}
+
+// Device layer: launch one instantiation (and its redo kernel when the runner gave redo flags).
 template <typename Tr>
 cudaError_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   const auto kernel = fwd_kernel<Tr>;
@@ -492,6 +591,17 @@ cudaError_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const dim3 grid((p.n_q + Tr::kBlockM - 1) / Tr::kBlockM, p.heads_q * p.num_splits, p.batch);
   kernel<<<grid, Tr::kNThreads, Tr::kSmemBytes, stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || !FC_GUARD_VALUE_NANS || !p.redo) return err;
+  const auto redo = fwd_redo_kernel<Tr>;
+  err = cudaFuncSetAttribute(redo, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  int device = 0, sms = 0;
+  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+  const unsigned redo_grid = static_cast<unsigned>(blocks < sms ? blocks : sms);
+  redo<<<redo_grid, Tr::kNThreads, Tr::kSmemBytes, stream>>>(p, grid.x, grid.y, grid.z);
   return cudaGetLastError();
 }
 

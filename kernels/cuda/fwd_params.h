@@ -45,6 +45,11 @@ struct FwdParams {
   float* ws_acc;
   float* ws_m;
   float* ws_l;
+
+  // One byte per warp of each block of the tensor-core grid, or nullptr when no key tile can be a boundary tile (no
+  // mask, no key lengths, n_k a multiple of the tile): fwd_kernel flags the blocks whose result the
+  // guarded fwd_redo_kernel recomputes (value_nan_guard.h). Written before read; never cleared.
+  uint8_t* redo;
 };
 
 }  // namespace flashcheck::cuda

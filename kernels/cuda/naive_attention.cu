@@ -6,7 +6,7 @@
 // Rounding: s = sequential fmaf dot over c = 0 .. d-1; per row m = max, p = ex2(fmaf(s, c, -fl32(m c))),
 // P~ = p rounded to the input format (fp16/bf16; fp32: none), stored as fp32; l = block tree sum of P~
 // (256 threads, strided partial sums then a shared-memory halving tree); O = fl32(fmaf-sequential
-// sum_j P~_ij V_jk) * fl32(1/l), rounded to the output format.
+// sum_j P~_ij V_jk over the row's visible keys j) * fl32(1/l), rounded to the output format.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -113,21 +113,26 @@ __global__ void naive_pv(const FwdParams p, const float* prob, const float* row_
   const int c = blockIdx.x * kTile + threadIdx.x;
   const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + h_kv * p.v_stride[1];
   const float* pr = prob + static_cast<long long>(bh) * p.n_q * p.n_k;
+  const RowMask mask = RowMask::make(p, b);
   float a = 0.0f;
   for (int j0 = 0; j0 < p.n_k; j0 += kTile) {
     const int pj = j0 + threadIdx.x, vj = j0 + threadIdx.y;
     sp[threadIdx.y][threadIdx.x] = (i < p.n_q && pj < p.n_k) ? pr[static_cast<long long>(i) * p.n_k + pj] : 0.0f;
     sv[threadIdx.y][threadIdx.x] = vj < p.n_k ? to_f(v[vj * p.v_stride[2] + c]) : 0.0f;
     __syncthreads();
+    // A masked key is not read: its P is 0, but 0 * NaN would still reach the row.
+    if (i < p.n_q) {
 #pragma unroll
-    for (int j = 0; j < kTile; ++j) a = __fmaf_rn(sp[threadIdx.y][j], sv[j][threadIdx.x], a);
+      for (int j = 0; j < kTile; ++j)
+        if (j0 + j < p.n_k && mask.allowed(i, j0 + j)) a = __fmaf_rn(sp[threadIdx.y][j], sv[j][threadIdx.x], a);
+    }
     __syncthreads();
   }
   if (i >= p.n_q) return;
   const float l = row_sum[static_cast<long long>(bh) * p.n_q + i];
   const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
   T* o = static_cast<T*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + i * p.o_stride[2];
-  o[c] = from_f<T>(l != 0.0f ? __fmul_rn(a, inv) : 0.0f);  // no visible key: 0, even if a holds 0 * NaN
+  o[c] = from_f<T>(l != 0.0f ? __fmul_rn(a, inv) : 0.0f);  // no visible key: 0
 }
 
 template <typename T>

@@ -11,12 +11,12 @@
 namespace fc {
 namespace {
 
-std::unique_ptr<Subject> cuda_or_skip(std::string& why) {
+std::unique_ptr<Subject> cuda_or_skip(std::string& why, const char* name = "cuda") {
   if (!gpu_available()) {
     why = "no usable CUDA device: GPU regression test SKIPPED, not passed";
     return nullptr;
   }
-  return make_subject("cuda");
+  return make_subject(name);
 }
 
 // Found by property budget/nan (H200, 2026-11-29): Nq = 3 > Nk = 2 with bottom-right causal leaves
@@ -45,6 +45,78 @@ TEST(CudaRegression, EmptyRowStaysZeroBesideANaNValueRow) {
       EXPECT_TRUE(std::isnan(out.o[p.o_index(0, h, 1, 0)]));  // row 1 sees key 0: NaN is right there
     }
   }
+}
+
+// Found by property masked_keys (H200, 2026-11-29), shrunk to bf16 Nq = Nk = 2, d = 256, causal,
+// V[key 1] = NaN: row 0 does not see key 1 but got NaN, because the tensor-core P.V computes 0 * NaN for
+// it. Now one V element (key j, column c) is NaN on a diagonal tile: exactly the rows that see key j must
+// be NaN, and only in column c. Every recipe and head dim of both GPU subjects, every mask shape that
+// makes boundary tiles, split or not.
+struct MaskCase {
+  const char* name;
+  Window window;
+  bool key_lengths;
+};
+
+void expect_nan_only_where_seen(Subject& subject, const char* subject_name) {
+  const Capabilities caps = subject.capabilities();
+  const MaskCase cases[] = {
+      {"causal-top-left", Window::causal(Align::top_left), false},
+      {"causal-bottom-right", Window::causal(Align::bottom_right), false},
+      {"window 5,3", Window{5, 3, Align::top_left}, false},
+      {"key lengths", Window{}, true},
+  };
+  for (Recipe recipe : caps.recipes) {
+    for (int d : caps.head_dims) {
+      for (const MaskCase& mc : cases) {
+        for (int splits : {1, 3}) {
+          Problem p;
+          p.batch = 1;
+          p.heads_q = 2;
+          p.n_q = 70;
+          p.n_k = 150;
+          p.d = p.dv = d;
+          p.window = mc.window;
+          if (mc.key_lengths) p.key_lengths = {97};
+          RunOptions o;
+          o.recipe = recipe;
+          o.num_splits = caps.split_kv ? splits : 1;
+          if (!caps.split_kv && splits != 1) continue;
+          if (unsupported(caps, p, o)) continue;
+          AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 7, &o);
+          const int j = 60, c = d / 2 + 1;  // key 60: inside the diagonal band of rows ~60
+          in.v[p.v_index(0, 0, j, c)] = NAN;
+          const SubjectOutput out = subject.run(p, in, o);
+          int wrong = 0;
+          for (int h = 0; h < p.heads_q; ++h)
+            for (int i = 0; i < p.n_q; ++i)
+              for (int col = 0; col < p.dv; ++col) {
+                const bool want_nan = col == c && p.visible(0, i, j);
+                const bool got_nan = std::isnan(out.o[p.o_index(0, h, i, col)]);
+                if (want_nan != got_nan && ++wrong <= 3)
+                  ADD_FAILURE() << subject_name << " " << recipe_spec(recipe).name << " d=" << d << " " << mc.name
+                                << " splits=" << o.num_splits << ": row " << i << " column " << col
+                                << (got_nan ? " is NaN but does not see key " : " is not NaN but sees key ") << j;
+              }
+          EXPECT_EQ(wrong, 0) << subject_name << " " << recipe_spec(recipe).name << " d=" << d << " " << mc.name;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  expect_nan_only_where_seen(*cuda, "cuda");
+}
+
+TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey_Naive) {
+  std::string why;
+  auto naive = cuda_or_skip(why, "cuda-naive");
+  if (!naive) GTEST_SKIP() << why;
+  expect_nan_only_where_seen(*naive, "cuda-naive");
 }
 
 }  // namespace
