@@ -8,6 +8,8 @@ FLOPs = 4*B*H*N^2*d, halved for causal. Timing: triton.testing.do_bench (CUDA ev
 
   python3 bench/sdpa_compare.py --plugin build/kernels/cuda/libflashcheck_cuda_plugin.so \
       [--dims 64,128] [--seqs 512,...,16384] [--dtypes bf16,fp16] [--fp8] [--json out.json]
+      [--ab NAME=PATH]   # a second build of our plugin (e.g. without the V NaN guard), timed on the same
+                         # shapes in the same run: column NAME and the ratio ours/NAME
 """
 import argparse, ctypes, json, math, os, sys
 
@@ -97,8 +99,15 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--tile", type=int, nargs=2, default=(0, 0), help="tile_m tile_n (default: the policy)")
     ap.add_argument("--check-max-n", type=int, default=4096, help="check our output vs fp32 math up to this N")
+    ap.add_argument("--ab", default=None, help="NAME=PATH: another build of our plugin, timed beside ours")
     a = ap.parse_args()
     _lib, plugin = load_plugin(a.plugin)
+    ab_name, ab_plugin = None, None
+    if a.ab:
+        if "=" not in a.ab:
+            sys.exit("--ab wants NAME=PATH")
+        ab_name, ab_path = a.ab.split("=", 1)
+        _ab_lib, ab_plugin = load_plugin(ab_path)
     dev = "cuda"
     print("torch", torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version(), flush=True)
     torch.manual_seed(0)
@@ -122,6 +131,10 @@ def main():
                         row["max_abs_err_vs_fp32_math"] = float((o.float() - ref).abs().max())
                         del ref
                     row["ours"] = flops / tt.do_bench(ours, warmup=a.warmup, rep=a.rep, return_mode="median") / 1e9
+                    if ab_plugin is not None:
+                        other = make_call(ab_plugin, q, k, v, o, RECIPE[dname], causal, tile=tuple(a.tile))
+                        other(); torch.cuda.synchronize()
+                        row[ab_name] = flops / tt.do_bench(other, warmup=a.warmup, rep=a.rep, return_mode="median") / 1e9
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
                             with sdpa_kernel(be):
@@ -150,23 +163,29 @@ def main():
                     print(json.dumps(row), flush=True)
                     del q, k, v, o
 
-    print("\n| dtype | d | N | causal | ours TFLOP/s | flash | cuDNN | ours/flash | ours/cuDNN | max err vs fp32 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    abh = f" {ab_name} | ours/{ab_name} |" if ab_name else ""
+    print(f"\n| dtype | d | N | causal | ours TFLOP/s |{abh} flash | cuDNN | ours/flash | ours/cuDNN | max err vs fp32 |")
+    print("|---|---|---|---|---|" + ("---|---|" if ab_name else "") + "---|---|---|---|---|")
     for r in rows:
         fl, cu = r.get("flash"), r.get("cudnn")
         rf = r["ours"] / fl if fl else None
         rc = r["ours"] / cu if cu else None
         r["ratio_flash"], r["ratio_cudnn"] = rf, rc
         fmt = lambda x, s="{:.1f}": "-" if x is None else s.format(x)
-        print(f"| {r['dtype']} | {r['d']} | {r['N']} | {'yes' if r['causal'] else 'no'} | {r['ours']:.1f} | {fmt(fl)} | "
+        abc = ""
+        if ab_name:
+            ab = r.get(ab_name)
+            r["ratio_" + ab_name] = r["ours"] / ab if ab else None
+            abc = f" {fmt(ab)} | {fmt(r['ratio_' + ab_name], '{:.3f}')} |"
+        print(f"| {r['dtype']} | {r['d']} | {r['N']} | {'yes' if r['causal'] else 'no'} | {r['ours']:.1f} |{abc} {fmt(fl)} | "
               f"{fmt(cu)} | {fmt(rf, '{:.2f}')} | {fmt(rc, '{:.2f}')} | {fmt(r.get('max_abs_err_vs_fp32_math'), '{:.2e}')} |")
     print()
     for dname in a.dtypes.split(","):
-        for key in ("ratio_flash", "ratio_cudnn"):
+        for key in ("ratio_flash", "ratio_cudnn") + (("ratio_" + ab_name,) if ab_name else ()):
             vals = [r[key] for r in rows if r["dtype"] == dname and r.get(key)]
             if vals:
                 gm = math.exp(sum(math.log(x) for x in vals) / len(vals))
-                print(f"geomean {dname} ours/{key.split('_')[1]}: {gm:.3f} over {len(vals)} shapes")
+                print(f"geomean {dname} ours/{key.split('_', 1)[1]}: {gm:.3f} over {len(vals)} shapes")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

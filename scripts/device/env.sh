@@ -3,6 +3,8 @@
 # (scripts/device/prepare_carry.sh), else a build tree.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 carried="$root/.dev/flashcheck"
+# The carry is the packed folder (scripts/device/prepare_carry.sh); unpack it once.
+if [ -f "$carried.tgz" ] && [ ! -d "$carried" ]; then tar -xzf "$carried.tgz" -C "$root/.dev"; fi
 if [ -z "${FLASHCHECK_EXE:-}" ]; then
   for c in "$carried/bin/flashcheck" "$root"/build*/tools/flashcheck; do
     if [ -x "$c" ]; then FLASHCHECK_EXE=$c; break; fi
@@ -16,6 +18,9 @@ if [ -z "${FLASHCHECK_CUDA_PLUGIN:-}" ]; then
   done
 fi
 export FLASHCHECK_CUDA_PLUGIN=${FLASHCHECK_CUDA_PLUGIN:-}
+if [ -z "${FLASHCHECK_CUDA_NAIVE_PLUGIN:-}" ] && [ -f "$carried/lib/libflashcheck_cuda_naive_plugin.so" ]; then
+  export FLASHCHECK_CUDA_NAIVE_PLUGIN="$carried/lib/libflashcheck_cuda_naive_plugin.so"
+fi
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export OUT=${OUT:-$root/out/device}

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The H200 verification batch, one device call: the GPU tests, the property suite on the CUDA subject,
-# the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example and a GPU fuzz
-# campaign. Each step is time-boxed so that the whole fits one 600 s call; results go to $OUT/*.log and
-# $OUT/results.tgz. Prepare here first:
-#   bash scripts/device/prepare_carry.sh build-h200 build-h200
-#   cp build-h200/tests/gpu/test_cuda_attention build-h200/tests/properties/property_cuda_test .dev/flashcheck/bin/
-# and carry [".dev/flashcheck"]. FUZZ_SECONDS sets the fuzz campaign's length (default 90).
+# the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
+# compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
+# steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
+# pytest_example,gpu_fuzz; also: sanitizers, bench). Results go to $OUT/results.tgz and $OUT/steps.log.
+# Prepare here first (one CUDA build serves for everything):
+#   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
+#   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
+#     test_cuda_attention property_cuda_test cuda_regression_test bench_fused_attention
+#   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
+# and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # At most 8 files come back from $OUT: everything is written under a scratch folder and returned as one
@@ -17,22 +21,49 @@ source scripts/device/env.sh
 bin=.dev/flashcheck/bin
 res=$OUT/results
 mkdir -p "$res"
+# Steps that could not finish before DEADLINE seconds (default 560: the call's 600 s limit minus packing)
+# are skipped and say so, so that the results always come back.
+deadline=${DEADLINE:-560}
 step() {  # step NAME SECONDS COMMAND...: runs with a limit, logs, records the exit code
   local name=$1 limit=$2
   shift 2
+  if (( SECONDS + limit > deadline )); then
+    echo "$name SKIPPED: would pass the deadline (${SECONDS}s + ${limit}s > ${deadline}s)" | tee -a "$OUT/steps.log"
+    return
+  fi
   local t0=$SECONDS
   timeout "$limit" "$@" >"$res/$name.log" 2>&1
   local rc=$?
   echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$OUT/steps.log"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/steps.log"
-step gpu_tests 75 "$bin/test_cuda_attention"
-step property_cuda 140 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
-step report 110 "$FLASHCHECK_EXE" report --subjects emulation,cuda --out "$res/h200-report" --progress lines
-step sdpa_verdict 150 bash scripts/device/pytorch_sdpa_verdict.sh --out "$res/sdpa"
-step pytest_example 45 bash scripts/device/pytest_example.sh
-step gpu_fuzz $(( ${FUZZ_SECONDS:-90} + 30 )) "$FLASHCHECK_EXE" fuzz --subject cuda --seconds "${FUZZ_SECONDS:-90}" \
-  --seed 1 --jobs 16 --out "$res/fuzz-findings"
+steps=",${STEPS:-gpu_tests,regression,property_cuda,report,sdpa_verdict,pytest_example,gpu_fuzz},"
+want() { [[ $steps == *",$1,"* ]]; }
+want gpu_tests && step gpu_tests 90 "$bin/test_cuda_attention"
+want regression && step regression 90 "$bin/cuda_regression_test"
+want property_cuda && step property_cuda 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
+if want sanitizers; then
+  # The kernels' sanitizer shapes (ragged tails, every mask, split-KV, naive) and the V NaN guard's
+  # regression test (boundary tiles with a NaN: shared-memory rewrites between barriers).
+  for tool in memcheck racecheck initcheck synccheck; do
+    extra=""; [ $tool = memcheck ] && extra="--leak-check full"
+    step "san_$tool" 60 compute-sanitizer --tool $tool $extra --error-exitcode 99 "$bin/test_cuda_attention" \
+      --gtest_filter='CudaSanitizer.*:CudaFused.TinyAndEmpty'
+    step "san_nan_$tool" 60 compute-sanitizer --tool $tool --error-exitcode 99 "$bin/cuda_regression_test" \
+      --gtest_filter='CudaRegression.NaNValueReachesOnlyRowsThatSeeItsKey'
+  done
+fi
+if want bench; then
+  ab=""
+  [ -f .dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so ] && ab="--ab ${AB_NAME:-unguarded}=.dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so"
+  step bench 240 python3 bench/sdpa_compare.py --plugin "$FLASHCHECK_CUDA_PLUGIN" --dims 64,128,256 --warmup 10 --rep 40 \
+    $ab --json "$res/sdpa_compare.json"
+fi
+want report && step report 110 "$FLASHCHECK_EXE" report --subjects emulation,cuda --out "$res/h200-report" --progress lines
+want sdpa_verdict && step sdpa_verdict 150 bash scripts/device/pytorch_sdpa_verdict.sh --out "$res/sdpa"
+want pytest_example && step pytest_example 45 bash scripts/device/pytest_example.sh
+want gpu_fuzz && step gpu_fuzz $(( ${FUZZ_SECONDS:-90} + 30 )) "$FLASHCHECK_EXE" fuzz --subject cuda --seconds "${FUZZ_SECONDS:-90}" \
+  --seed "${FUZZ_SEED:-1}" --jobs 16 --out "$res/fuzz-findings"
 tail -n 25 "$res"/*.log > "$final/tails.log" 2>&1
 cp "$OUT/steps.log" "$final/"
 tar -czf "$final/results.tgz" -C "$OUT" .

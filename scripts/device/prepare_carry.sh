@@ -3,15 +3,18 @@
 # .dev/flashcheck/ (ignored by git), to be named in the run's `carry`:
 #   .dev/flashcheck/bin/flashcheck       the CLI (built here; the device image has no Eigen/MPFR/CLI11)
 #   .dev/flashcheck/lib/*.so*            the non-glibc libraries it links (fmt, mpfr, gmp)
-#   .dev/flashcheck/lib/libflashcheck_cuda_plugin.so   our CUDA kernel as a plugin, when built
+#   .dev/flashcheck/lib/libflashcheck_cuda{,_naive}_plugin.so   our CUDA kernels as plugins, when built
+#   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,bench_fused_attention}
 #   .dev/flashcheck/python/flashcheck    the Python package
-# Usage: bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# and packs the folder as .dev/flashcheck.tgz, which is what a run carries.
+# Usage: [AB_PLUGIN=path.so] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# (one build with -DFLASHCHECK_CUDA=ON serves as both: the CLI, the tests and the plugins)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cpu_build=${1:-build-plugin}
 cuda_build=${2:-build-cuda}
 dest=.dev/flashcheck
-rm -rf "$dest"
+rm -rf "$dest" "$dest.tgz"
 mkdir -p "$dest/bin" "$dest/lib" "$dest/python"
 exe="$cpu_build/tools/flashcheck"
 [ -x "$exe" ] || { echo "prepare_carry: $exe not built (cmake --build $cpu_build --target flashcheck)" >&2; exit 2; }
@@ -23,15 +26,21 @@ ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     *) cp -L "$lib" "$dest/lib/" ;;
   esac
 done
-# Our fused kernel only (the naive baseline is not needed by these scripts; each is ~17 MB of the 64 MiB
-# a run may carry).
-if [ -f "$cuda_build/kernels/cuda/libflashcheck_cuda_plugin.so" ]; then
-  cp "$cuda_build/kernels/cuda/libflashcheck_cuda_plugin.so" "$dest/lib/"
-else
-  echo "prepare_carry: no $cuda_build/kernels/cuda/libflashcheck_cuda_plugin.so: 'ours' will not run on the device" >&2
-fi
+# Our kernels as plugins (fused; naive for its regression test), the GPU test binaries and the C++ bench,
+# when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab).
+for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so; do
+  if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
+done
+for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/cuda_regression_test \
+         bench/bench_fused_attention; do
+  if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
+done
+if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
 cp -r python/flashcheck "$dest/python/"
 find "$dest" -name __pycache__ -prune -exec rm -rf {} +
-du -sh "$dest"
+# The fatbins make the folder ~100 MB, over the 64 MiB a run may carry; compressed it is ~40 MB. The
+# device scripts unpack it (scripts/device/env.sh).
+tar -czf "$dest.tgz" -C "$(dirname "$dest")" "$(basename "$dest")"
+du -sh "$dest" "$dest.tgz"
 ls -l "$dest/bin" "$dest/lib"
-echo "carry: [\".dev/flashcheck\"]"
+echo "carry: [\".dev/flashcheck.tgz\"]"
