@@ -3,11 +3,11 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: sanitizers, bench). Results go to $OUT/results.tgz and $OUT/steps.log.
+# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
-#     test_cuda_attention property_cuda_test cuda_regression_test bench_fused_attention
+#     test_cuda_attention property_cuda_test cuda_regression_test flashcheck_property_runner bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
 # and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1).
 set -uo pipefail
@@ -42,6 +42,17 @@ want() { [[ $steps == *",$1,"* ]]; }
 want gpu_tests && step gpu_tests 90 "$bin/test_cuda_attention"
 want regression && step regression 90 "$bin/cuda_regression_test"
 want property_cuda && step property_cuda 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
+if want plugin_suite; then
+  # The plugin issue's check, as ctest -L gpu registers it (cmake/flashcheckKernelTests.cmake): the packaged
+  # property runner on each of our plugins, through the C ABI only.
+  lib=.dev/flashcheck/lib
+  step cuda_plugin_properties 90 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_plugin.so" --cases 30 \
+    --fuzz-cases 200 --require-gpu --gtest_filter='properties.*'
+  step cuda_plugin_fuzz 90 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_plugin.so" --cases 30 \
+    --fuzz-cases 200 --require-gpu --gtest_filter='fuzz.*'
+  step cuda_naive_plugin_properties 90 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_naive_plugin.so" \
+    --cases 15 --fuzz-cases 0 --require-gpu --gtest_filter='properties.*'
+fi
 if want sanitizers; then
   # The kernels' sanitizer shapes (ragged tails, every mask, split-KV, naive) and the V NaN guard's
   # regression test (boundary tiles with a NaN: shared-memory rewrites between barriers).

@@ -4,7 +4,8 @@
 #   .dev/flashcheck/bin/flashcheck       the CLI (built here; the device image has no Eigen/MPFR/CLI11)
 #   .dev/flashcheck/lib/*.so*            the non-glibc libraries it links (fmt, mpfr, gmp)
 #   .dev/flashcheck/lib/libflashcheck_cuda{,_naive}_plugin.so   our CUDA kernels as plugins, when built
-#   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,bench_fused_attention}
+#   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,flashcheck-properties,
+#                        bench_fused_attention}
 #   .dev/flashcheck/python/flashcheck    the Python package
 # and packs the folder as .dev/flashcheck.tgz, which is what a run carries.
 # Usage: [AB_PLUGIN=path.so] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
@@ -32,7 +33,7 @@ for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cu
   if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/cuda_regression_test \
-         bench/bench_fused_attention; do
+         kernels/plugin/flashcheck-properties bench/bench_fused_attention; do
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
