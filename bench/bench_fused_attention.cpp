@@ -4,7 +4,11 @@
 // FLOPs = 4*B*H*N^2*d, halved for causal.
 //
 //   bench_fused_attention [--recipes fp16,bf16,e4m3] [--dims 64,128,256] [--seqs 512,...] [--reps 20]
-//                         [--tile M N] [--splits S] [--tile-sweep] [--naive-memory] [--decode] [--csv FILE]
+//                         [--tile M N] [--splits S] [--flags F] [--tile-sweep] [--naive-memory] [--decode]
+//                         [--skip-grid] [--csv FILE]
+// --flags: fc_problem.flags for the grid (1 = FC_FLAG_L_FROM_FP32_P, 2 = FC_FLAG_TWO_LEVEL_ACCUM).
+// --skip-grid: only the --decode / --naive-memory parts (one forward per shape: what ncu should profile,
+//   e.g. ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum bench_fused_attention --skip-grid --naive-memory).
 // --decode: split-KV check on decode-like shapes (B=1, H=16, d=128, bf16, Nq in {1,16}, long Nk), no split
 // vs the automatic split count.
 #include <cuda_runtime.h>
@@ -97,7 +101,8 @@ struct Opts {
   std::vector<int> dims{64, 128, 256};
   std::vector<int> seqs{512, 1024, 2048, 4096, 8192, 16384};
   int reps = 20, tile_m = 0, tile_n = 0, splits = 0;
-  bool tile_sweep = false, naive_memory = false, decode = false;
+  bool tile_sweep = false, naive_memory = false, decode = false, skip_grid = false;
+  uint32_t flags = 0;
   std::string csv;
 };
 
@@ -153,6 +158,8 @@ int main(int argc, char** argv) {
     else if (a == "--splits") o.splits = std::atoi(next().c_str());
     else if (a == "--tile-sweep") o.tile_sweep = true;
     else if (a == "--naive-memory") o.naive_memory = true;
+    else if (a == "--skip-grid") o.skip_grid = true;
+    else if (a == "--flags") o.flags = static_cast<uint32_t>(std::strtoul(next().c_str(), nullptr, 0));
     else if (a == "--decode") o.decode = true;
     else if (a == "--csv") o.csv = next();
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
@@ -167,7 +174,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
   std::printf("%-5s %4s %6s %3s %3s %6s %9s %8s %9s\n", "recipe", "d", "N", "B", "H", "causal", "tile", "ms", "TFLOP/s");
-  for (int recipe : o.recipes)
+  for (int recipe : o.skip_grid ? std::vector<int>{} : o.recipes)
     for (int d : o.dims) {
       const int H = 2048 / d;
       const size_t elems = size_t(16384) * H * d;  // B*N = 16k tokens
@@ -194,6 +201,7 @@ int main(int argc, char** argv) {
           p.recipe = recipe;
           p.q_descale = p.k_descale = p.v_descale = recipe >= FC_RECIPE_FP8_E4M3 ? 0.125f : 1.0f;
           p.num_splits = o.splits;
+          p.flags = o.flags;
           fc_buffers b{};
           b.memory = FC_MEMORY_DEVICE;
           const int64_t st[4] = {int64_t(H) * N * d, int64_t(N) * d, d, 1};

@@ -3,7 +3,8 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench). Results: $OUT/results.tgz, $OUT/steps.log.
+# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench, fp8, dram; fp8 and dram have not run on the
+# GPU yet). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -69,6 +70,19 @@ if want bench; then
   [ -f .dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so ] && ab="--ab ${AB_NAME:-unguarded}=.dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so"
   step bench 240 python3 bench/sdpa_compare.py --plugin "$FLASHCHECK_CUDA_PLUGIN" --dims 64,128,256 --warmup 10 --rep 40 \
     $ab --json "$res/sdpa_compare.json"
+fi
+if want fp8; then
+  # fp8 with and without two-level accumulation: error against the budget as N grows, and throughput.
+  step fp8_errors 150 python3 bench/fp8_two_level_errors.py --flashcheck "$FLASHCHECK_EXE" --subject cuda \
+    --json "$res/fp8_two_level_errors.json"
+  step fp8_tflops 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 --seqs 1024,4096,16384 --reps 10
+  step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
+    --seqs 1024,4096,16384 --reps 10 --flags 2
+fi
+if want dram; then
+  # DRAM bytes of one forward, fused vs naive, N = 1024/4096/8192 (B=1 H=16 d=128 bf16), per kernel.
+  step dram 120 ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv "$bin/bench_fused_attention" \
+    --skip-grid --naive-memory
 fi
 want report && step report 110 "$FLASHCHECK_EXE" report --subjects emulation,cuda --out "$res/h200-report" --progress lines
 want sdpa_verdict && step sdpa_verdict 150 bash scripts/device/pytorch_sdpa_verdict.sh --out "$res/sdpa"

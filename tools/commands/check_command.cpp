@@ -25,6 +25,7 @@ struct CheckFlags {
   uint64_t seed = 1;
   int worst = 10;
   bool json = false;
+  bool l_from_fp32_p = false, two_level = false;
 };
 
 // A problem file: the same fields as the flags (all optional), e.g.
@@ -58,6 +59,8 @@ void apply_problem_file(CheckFlags& f, const std::string& path) {
       else if (k == "heads_q") f.heads_q = v.get<int>();
       else if (k == "heads_kv") f.heads_kv = v.get<int>();
       else if (k == "seed") f.seed = v.get<uint64_t>();
+      else if (k == "l_from_fp32_p") f.l_from_fp32_p = v.get<bool>();
+      else if (k == "two_level_accum") f.two_level = v.get<bool>();
       else throw UsageError("--problem: " + path + ": unknown field '" + k + "'");
     } catch (const nlohmann::json::exception& e) {
       throw UsageError("--problem: " + path + ": field '" + k + "' has the wrong type: " + e.what());
@@ -80,6 +83,8 @@ int run(CheckFlags f) {
   c.d = f.d;
   c.dv = f.dv > 0 ? f.dv : f.d;
   c.seed = f.seed;
+  c.l_from_fp32_p = f.l_from_fp32_p;
+  c.two_level_accum = f.two_level;
   if (!f.tile.empty()) {
     const TileSize t = parse_tile("--tile", f.tile);
     c.tile_m = t.m;
@@ -100,6 +105,8 @@ int run(CheckFlags f) {
     o.recipe = c.recipe;
     o.tile_m = c.tile_m;
     o.tile_n = c.tile_n;
+    o.l_from_fp32_p = c.l_from_fp32_p;
+    o.two_level_accum = c.two_level_accum;
     if (auto why = unsupported(caps, p, o)) throw UsageError("subject '" + f.subject + "' cannot run this problem: " + *why);
   }
   const CaseRecord r = run_case(*subject, caps, c, f.worst);
@@ -109,10 +116,13 @@ int run(CheckFlags f) {
     one.cases.push_back(r);
     std::printf("%s\n", to_json(one)["cases"][0].dump(1).c_str());
   } else {
-    std::printf("subject   %s\nrecipe    %s\nproblem   %s\ninputs    %s, seed %llu\ntile      %s (budget for Bc=%d)\n",
+    std::printf("subject   %s\nrecipe    %s\nproblem   %s\ninputs    %s, seed %llu\ntile      %s (budget for Bc=%d)\n"
+                "options   l from %s, %s\n",
                 r.subject.c_str(), std::string(recipe_spec(r.recipe).name).c_str(), p.describe().c_str(),
                 std::string(distribution_name(r.distribution)).c_str(), (unsigned long long)r.seed,
-                tile_name({r.tile_m, r.tile_n}).c_str(), r.budget_tile_n);
+                tile_name({r.tile_m, r.tile_n}).c_str(), r.budget_tile_n,
+                r.l_from_fp32_p ? "the fp32 p (FA-2 convention)" : "the rounded P",
+                r.two_level_accum ? "two-level P.V accumulation" : "one P.V accumulation chain");
     if (r.status != "ok") {
       std::printf("status    %s: %s\n", r.status.c_str(), r.message.c_str());
     } else {
@@ -164,9 +174,13 @@ void add_check(CLI::App& app, int& exit_code) {
   cmd->add_option("--dist", f->dist, "Input distribution: " + all_distribution_names() + " (default normal)");
   cmd->add_option("--seed", f->seed, "Input seed (default 1)");
   cmd->add_option("--tile,-t", f->tile, "Tile BrxBc (default: the subject's)");
+  cmd->add_flag("--l-from-fp32-p", f->l_from_fp32_p,
+                "Sum l from the fp32 p, not from the rounded P (the FA-2 convention; the budget follows)");
+  cmd->add_flag("--two-level", f->two_level,
+                "fp8: promote the P.V accumulator to fp32 every key tile (the budget follows)");
   cmd->add_option("--problem", f->problem_file,
                   "JSON file with any of: subject recipe n_q n_k d dv batch heads_q heads_kv mask distribution "
-                  "seed tile (flags are read first, the file overrides)")
+                  "seed tile l_from_fp32_p two_level_accum (flags are read first, the file overrides)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--worst", f->worst, "How many worst elements to print (default 10)");
   cmd->add_flag("--json", f->json, "Print the case record as JSON (the report's format)");

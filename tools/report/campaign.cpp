@@ -198,6 +198,8 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
   o.recipe = c.recipe;
   o.tile_m = c.tile_m;
   o.tile_n = c.tile_n;
+  o.l_from_fp32_p = c.l_from_fp32_p;
+  o.two_level_accum = c.two_level_accum;
   try {
     p.validate();
     const AttentionInputs in = make_inputs(p, c.distribution, c.recipe, c.seed, &o);
@@ -361,8 +363,9 @@ CampaignResult run_campaign(const CampaignSpec& spec, const SubjectFactory& make
 }
 
 std::string CaseRecord::key() const {
-  return fmt::format("{} {} N={} d={} {} {} tile={}", subject, recipe_spec(recipe).name, n_k, d, mask,
-                     distribution_name(distribution), tile_name({tile_m, tile_n}));
+  return fmt::format("{} {} N={} d={} {} {} tile={}{}{}", subject, recipe_spec(recipe).name, n_k, d, mask,
+                     distribution_name(distribution), tile_name({tile_m, tile_n}),
+                     l_from_fp32_p ? " l-from-fp32-p" : "", two_level_accum ? " two-level" : "");
 }
 
 RecipeParams recipe_params(Recipe r, const RunOptions& o) {

@@ -56,6 +56,8 @@ struct CaseRecord {
   uint64_t seed = 0;
   int tile_m = 0, tile_n = 0;         // what the subject was asked for (0 = its default)
   int budget_tile_n = 0;              // the Bc the budget was derived for
+  bool l_from_fp32_p = false;         // RunOptions: l summed from the fp32 p (the FA-2 convention)
+  bool two_level_accum = false;       // RunOptions: fp8 P.V promoted to fp32 every tile
   double q_descale = 1, k_descale = 1, v_descale = 1;
 
   std::string status = "ok";          // ok | skipped (unsupported) | error (the subject failed)

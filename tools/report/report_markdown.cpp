@@ -48,6 +48,8 @@ std::string check_command(const CaseRecord& c) {
   if (c.dv != c.d) cmd += fmt::format(" --dv {}", c.dv);
   cmd += fmt::format(" --mask '{}' --dist {} --seed {}", c.mask, distribution_name(c.distribution), c.seed);
   if (c.tile_m || c.tile_n) cmd += " --tile " + tile_name({c.tile_m, c.tile_n});
+  if (c.l_from_fp32_p) cmd += " --l-from-fp32-p";
+  if (c.two_level_accum) cmd += " --two-level";
   return cmd;
 }
 
