@@ -140,25 +140,25 @@ TEST(CliUsage, CheckProblemFile) {
 // --l-from-fp32-p and --two-level reach the subject and the budget (the record says so, and the verdict
 // changes); --two-level outside fp8 is refused by name.
 TEST(CliUsage, CheckOptionsReachTheSubjectAndTheBudget) {
-  auto record = [](std::vector<std::string> args) {
-    const Result r = run_flashcheck(args);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return nlohmann::json::parse(r.output);
+  // Runs the problem without and with the option; both must pass, the records must name the option as
+  // off and on, and the verdict (error/bound) must differ.
+  auto expect_option_matters = [](std::vector<std::string> args, const std::string& flag, const char* field) {
+    auto record = [](const std::vector<std::string>& a) {
+      const Result r = run_flashcheck(a);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      return nlohmann::json::parse(r.output);
+    };
+    const auto off = record(args);
+    args.push_back(flag);
+    const auto on = record(args);
+    EXPECT_EQ(off[field], false) << flag;
+    EXPECT_EQ(on[field], true) << flag;
+    EXPECT_NE(off["max_ratio"], on["max_ratio"]) << flag;
   };
-  const std::vector<std::string> fp8 = {"check", "--recipe", "fp8_e4m3", "--n", "512", "--d", "32", "--tile", "16x16", "--json"};
-  auto fp8_two = fp8;
-  fp8_two.push_back("--two-level");
-  const auto one = record(fp8), two = record(fp8_two);
-  EXPECT_EQ(one["two_level_accum"], false);
-  EXPECT_EQ(two["two_level_accum"], true);
-  EXPECT_NE(one["max_ratio"], two["max_ratio"]);
-  const std::vector<std::string> bf16 = {"check", "--recipe", "bf16", "--n", "256", "--d", "32", "--json"};
-  auto bf16_fp32_l = bf16;
-  bf16_fp32_l.push_back("--l-from-fp32-p");
-  const auto rounded = record(bf16), fp32_l = record(bf16_fp32_l);
-  EXPECT_EQ(rounded["l_from_fp32_p"], false);
-  EXPECT_EQ(fp32_l["l_from_fp32_p"], true);
-  EXPECT_NE(rounded["max_ratio"], fp32_l["max_ratio"]);
+  expect_option_matters({"check", "--recipe", "fp8_e4m3", "--n", "512", "--d", "32", "--tile", "16x16", "--json"},
+                        "--two-level", "two_level_accum");
+  expect_option_matters({"check", "--recipe", "bf16", "--n", "256", "--d", "32", "--json"}, "--l-from-fp32-p",
+                        "l_from_fp32_p");
   expect_usage_error({"check", "--recipe", "bf16", "--two-level"}, {"two_level_accum", "fp8"});
 }
 
