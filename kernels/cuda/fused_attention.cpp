@@ -191,7 +191,7 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
     return Status{};
   }
   const bool causal = p.mask == FC_MASK_CAUSAL_TOP_LEFT || p.mask == FC_MASK_CAUSAL_BOTTOM_RIGHT;
-  int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal);
+  int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal, p.n_q);
   if (p.tile_m != 0 || p.tile_n != 0) {
     tile_index = -1;
     for (int i = 0; i < kNumTileOptions; ++i) {

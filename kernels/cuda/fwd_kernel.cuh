@@ -4,9 +4,11 @@
 // One block = Br query rows of one (batch, head, split); one warp = 16 * kMTiles of those rows, so each
 // warp owns its rows' O accumulator and online-softmax state in registers and never talks to another warp
 // except through the shared K/V tiles. kMTiles = 2 reuses every K/V fragment read from shared memory for
-// two MMAs, which halves the shared-memory traffic per FLOP (the limit of the 16-row layout). K/V tiles of Bc keys are double-buffered with cp.async: tile j+1 is in
-// flight while tile j is computed. Shared-memory rows are padded by 16 bytes, which makes every ldmatrix
-// phase (8 rows x 16 bytes) hit 8 distinct 4-bank groups for all head dims we compile.
+// two MMAs, which halves the shared-memory traffic per FLOP (the limit of the 16-row layout). K/V tiles of
+// Bc keys come in with cp.async, double-buffered (tile j+1 in flight while tile j is computed) or, where
+// double buffers would cost an SM its second block, in FA-2's single-buffer order (kStages). Shared-memory
+// rows are padded by 16 bytes, which makes every ldmatrix phase (8 rows x 16 bytes) hit 8 distinct 4-bank
+// groups for all head dims we compile.
 //
 // fp8 P.V: the m16n8k32 A operand wants 4 consecutive k (keys) per register, while the S accumulator gives
 // a lane keys {2t, 2t+1} of each 8-key n-tile. Since k is summed over, the kernel uses a permuted key
@@ -32,7 +34,8 @@
 
 namespace flashcheck::cuda {
 
-template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, bool kTwoLevel_ = false>
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, bool kTwoLevel_ = false,
+          int kStages_ = 2>
 struct FwdKernelTraits {
   using Elem = Elem_;
   using ET = ElementTraits<Elem>;
@@ -43,6 +46,11 @@ struct FwdKernelTraits {
   static constexpr int kMTiles = kBlockM / (16 * kNWarps);  // 16-row MMA tiles per warp
   static constexpr int kWarpRows = 16 * kMTiles;
   static constexpr int kNThreads = kNWarps * 32;
+  // K/V pipeline. 2: K and V tiles double-buffered, tile j+1 in flight while tile j is computed, one barrier
+  // per tile. 1 (FA-2's order, for tiles whose double buffers would cost an SM its second block): one K and
+  // one V buffer; V(j) loads during S = Q K(j)^T, K(j+1) during the softmax and P V(j); two barriers.
+  static constexpr int kStages = kStages_;
+  static_assert(kStages == 1 || kStages == 2);
   static constexpr bool kIsFp8 = ET::kIsFp8;
   // fp8 FC_FLAG_TWO_LEVEL_ACCUM as a compile-time switch: a run-time branch would make the register
   // allocator budget for both P.V loops at once.
@@ -51,9 +59,9 @@ struct FwdKernelTraits {
   static constexpr int kRowBytes = kHeadDim * ET::kBytes;
   static constexpr int kSmemRow = kRowBytes + 16;  // +16 B padding: conflict-free ldmatrix
   static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
-  // Keys per online-softmax step: 32 where two m-tiles of S over 64+ keys would not fit in registers
-  // beside a d >= 96 accumulator (and for fp8 with two m-tiles); else the whole tile.
-  static constexpr int kSubN = (kMTiles == 2 && (kHeadDim >= 96 || ET::kIsFp8) && kBlockN > 32) ? 32 : kBlockN;
+  // Keys per online-softmax step: the whole tile, except 32 for fp8 with two m-tiles (its P packing and
+  // V^T fragments do not fit in registers beside S for 64+ keys).
+  static constexpr int kSubN = (kMTiles == 2 && ET::kIsFp8 && kBlockN > 32) ? 32 : kBlockN;
   static constexpr int kSubTiles = kBlockN / kSubN;
   static constexpr int kNTilesSub = kSubN / 8;     // n-tiles of S per step
   static constexpr int kPVStepsSub = ET::kIsFp8 ? kSubN / 32 : kSubN / 16;
@@ -73,7 +81,8 @@ struct FwdKernelTraits {
   static constexpr int kSmemVt = kIsFp8 ? kHeadDim * kVtRow : 0;
   // value_nan_guard.h: a bit per element of the V tile and of the block's O
   static constexpr int kSmemNanMaps = (kBlockN + kBlockM) * kHeadDim / 8;
-  static constexpr int kSmemBytes = kSmemQ + 4 * kSmemKV + kSmemVt + kSmemNanMaps;
+  static constexpr int kSmemFwdBytes = kSmemQ + 2 * kStages * kSmemKV + kSmemVt;  // fwd_kernel
+  static constexpr int kSmemBytes = kSmemFwdBytes + kSmemNanMaps;                    // fwd_redo_kernel
 
   static_assert(kBlockM == 16 * kMTiles * kNWarps && kNWarps >= 1 && kNWarps <= 16);
   static_assert(kBlockN % (kIsFp8 ? 32 : 16) == 0);
@@ -210,11 +219,12 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   extern __shared__ __align__(16) unsigned char smem[];
   unsigned char* s_q = smem;
   unsigned char* s_k = s_q + Tr::kSmemQ;
-  unsigned char* s_v = s_k + 2 * Tr::kSmemKV;
-  unsigned char* s_vt = s_v + 2 * Tr::kSmemKV;
+  unsigned char* s_v = s_k + Tr::kStages * Tr::kSmemKV;
+  unsigned char* s_vt = s_v + Tr::kStages * Tr::kSmemKV;
   auto* s_nan_tile = reinterpret_cast<uint32_t*>(s_vt + Tr::kSmemVt);
   auto* s_nan_rows = s_nan_tile + Tr::kBlockN * nan_guard::kWords<Tr>;
 
+  static_assert(Tr::kStages == 2 || Tr::kSubTiles == 1, "one stage waits for V between S and P.V: one step");
   constexpr bool kQInRegs = Tr::kQInRegs && !kGuard;
   const detail::BlockPlace bp = detail::place_block<Tr>(p, bx, by, bz);
   const int h = bp.h, split = bp.split, b = bp.b, h_kv = bp.h_kv, m0 = bp.m0;
@@ -261,7 +271,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   if (nb_begin < nb_end) {
     detail::load_tile<Tr, kBlockM>(s_q, q_g, q_row, m0, p.n_q);
     detail::load_tile<Tr, kBlockN>(s_k, k_g, k_row, nb_begin * kBlockN, mask.kv_len);
-    detail::load_tile<Tr, kBlockN>(s_v, v_g, v_row, nb_begin * kBlockN, mask.kv_len);
+    if constexpr (Tr::kStages == 2) detail::load_tile<Tr, kBlockN>(s_v, v_g, v_row, nb_begin * kBlockN, mask.kv_len);
     tile::cp_async_commit();
   }
 
@@ -270,24 +280,32 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   uint32_t q_frag[kQInRegs ? kMT : 1][kQInRegs ? Tr::kKSteps : 1][4];
   int stage = 0;
   for (int nb = nb_begin; nb < nb_end; ++nb, stage ^= 1) {
-    // One barrier per tile: it publishes tile nb (the only cp.async group in flight) to all warps, and it
-    // proves every warp is done with tile nb-1, whose stage the prefetch of tile nb+1 now overwrites while
-    // this tile is computed.
+    // kStages = 2: one barrier per tile. It publishes tile nb (the only cp.async group in flight) to all
+    // warps, and it proves every warp is done with tile nb-1, whose stage the prefetch of tile nb+1 now
+    // overwrites while this tile is computed.
+    // kStages = 1: this barrier publishes K(nb) and proves every warp is done with V(nb-1), which V(nb)
+    // now overwrites; the second one (before P.V) publishes V(nb) and frees K(nb) for K(nb+1).
     tile::cp_async_wait<0>();
     __syncthreads();
-    if (nb + 1 < nb_end) {
-      detail::load_tile<Tr, kBlockN>(s_k + (stage ^ 1) * Tr::kSmemKV, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
-      detail::load_tile<Tr, kBlockN>(s_v + (stage ^ 1) * Tr::kSmemKV, v_g, v_row, (nb + 1) * kBlockN, mask.kv_len);
+    if constexpr (Tr::kStages == 2) {
+      if (nb + 1 < nb_end) {
+        detail::load_tile<Tr, kBlockN>(s_k + (stage ^ 1) * Tr::kSmemKV, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
+        detail::load_tile<Tr, kBlockN>(s_v + (stage ^ 1) * Tr::kSmemKV, v_g, v_row, (nb + 1) * kBlockN, mask.kv_len);
+        tile::cp_async_commit();
+      }
+    } else {
+      detail::load_tile<Tr, kBlockN>(s_v, v_g, v_row, nb * kBlockN, mask.kv_len);
       tile::cp_async_commit();
     }
 
-    const unsigned char* sk = s_k + stage * Tr::kSmemKV;
-    unsigned char* sv = s_v + stage * Tr::kSmemKV;
+    const int buf = Tr::kStages == 2 ? stage : 0;
+    const unsigned char* sk = s_k + buf * Tr::kSmemKV;
+    unsigned char* sv = s_v + buf * Tr::kSmemKV;
     // Boundary tiles only (interior tiles show every key to every row): a NaN in V must not reach the
     // rows that do not see its key through their zero P. Block-uniform, before V is read (fp8: before
-    // its transposition).
+    // its transposition); with one stage, once V has landed (below).
     const bool tile_masked = mask.needs_mask(nb);
-    if constexpr (kGuard) {
+    if constexpr (kGuard && Tr::kStages == 2) {
       if (tile_masked) nan_guard::zero_tile_nans<Tr>(sv);
     }
     if constexpr (kQInRegs) {
@@ -299,7 +317,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
             tile::ldmatrix_x4(q_frag[mt][ks], tile::smem_addr(s_q + a_off + mt * 16 * Tr::kSmemRow + ks * 32));
       }
     }
-    if constexpr (Tr::kIsFp8) {
+    if constexpr (Tr::kIsFp8 && Tr::kStages == 2) {
       detail::transpose_v_fp8<Tr>(sv, s_vt);
       __syncthreads();
     }
@@ -372,27 +390,48 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
       // ---- online softmax ----
       // P~ packed per (m-tile, n-tile, row): 16-bit formats two halves per register, fp8 two bytes.
       uint32_t pk[kMT][Tr::kNTilesSub][2];
+      float alpha[kMT][2];
+      softmax_update(sm, s, c, alpha);
+      // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
+      // changes no bit: skip the rescale then (one warp-uniform vote for all m-tiles, so no divergence).
+      bool rescale = false;
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        float alpha[2];
-        sm[mt].update(s[mt], c, alpha);
-        // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
-        // changes no bit: skip the rescale then (a warp-uniform vote, so no divergence).
-        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+      for (int mt = 0; mt < kMT; ++mt) rescale = rescale || alpha[mt][0] != 1.0f || alpha[mt][1] != 1.0f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int i = 0; i < Tr::kNTilesO; ++i) {
-            acc[mt][i][0] = __fmul_rn(acc[mt][i][0], alpha[0]);
-            acc[mt][i][1] = __fmul_rn(acc[mt][i][1], alpha[0]);
-            acc[mt][i][2] = __fmul_rn(acc[mt][i][2], alpha[1]);
-            acc[mt][i][3] = __fmul_rn(acc[mt][i][3], alpha[1]);
+            acc[mt][i][0] = __fmul_rn(acc[mt][i][0], alpha[mt][0]);
+            acc[mt][i][1] = __fmul_rn(acc[mt][i][1], alpha[mt][0]);
+            acc[mt][i][2] = __fmul_rn(acc[mt][i][2], alpha[mt][1]);
+            acc[mt][i][3] = __fmul_rn(acc[mt][i][3], alpha[mt][1]);
           }
-        }
-        // The l convention is a run-time flag; branching once around the whole loop (not per element)
-        // keeps only one of p and P~ live per element.
+      }
+      // The l convention is a run-time flag; branching once around the whole loop (not per element)
+      // keeps only one of p and P~ live per element.
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
         if (p.l_from_fp32_p) {
           detail::round_p<ET, Tr::kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
         } else {
           detail::round_p<ET, Tr::kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
+        }
+      }
+
+      if constexpr (Tr::kStages == 1) {
+        tile::cp_async_wait<0>();
+        __syncthreads();
+        if (nb + 1 < nb_end) {
+          detail::load_tile<Tr, kBlockN>(s_k, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
+          tile::cp_async_commit();
+        }
+        if constexpr (kGuard) {
+          if (tile_masked) nan_guard::zero_tile_nans<Tr>(sv);
+        }
+        if constexpr (Tr::kIsFp8) {
+          detail::transpose_v_fp8<Tr>(sv, s_vt);
+          __syncthreads();
         }
       }
 
@@ -587,10 +626,10 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1) fwd_redo_kernel(const FwdPar
 template <typename Tr>
 cudaError_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   const auto kernel = fwd_kernel<Tr>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemFwdBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.n_q + Tr::kBlockM - 1) / Tr::kBlockM, p.heads_q * p.num_splits, p.batch);
-  kernel<<<grid, Tr::kNThreads, Tr::kSmemBytes, stream>>>(p);
+  kernel<<<grid, Tr::kNThreads, Tr::kSmemFwdBytes, stream>>>(p);
   err = cudaGetLastError();
   if (err != cudaSuccess || !FC_GUARD_VALUE_NANS || !p.redo) return err;
   const auto redo = fwd_redo_kernel<Tr>;

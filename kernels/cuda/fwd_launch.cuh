@@ -10,7 +10,14 @@ namespace flashcheck::cuda {
 template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false>
 cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
   constexpr TileShape shape = tile_options(kHeadDim, kTile);
-  return launch_fwd<FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel>>(p, stream);
+  using Tr = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, shape.stages>;
+  // The single-buffer pipeline needs one softmax step per tile; tiles stepping in 32-key parts keep two.
+  using Tr2 = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, 2>;
+  if constexpr (Tr2::kSubTiles > 1) {
+    return launch_fwd<Tr2>(p, stream);
+  } else {
+    return launch_fwd<Tr>(p, stream);
+  }
 }
 
 template <typename Elem, int kHeadDim, bool kTwoLevel = false>

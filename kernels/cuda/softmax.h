@@ -2,9 +2,9 @@
 //
 // ROUNDING POINTS (the CPU emulation mirrors exactly these; every kernel file is compiled with
 // --fmad=false, so the only fused multiply-adds are the ones written as fmaf() below).
-// "Step" below = one online-softmax step over kSubN keys: the whole key tile Bc, or 32 keys for tiles
-// with two 16-row m-tiles per warp when d >= 96 or the input is fp8 (fwd_kernel.cuh, kSubN). Key steps
-// are processed in ascending key order.
+// "Step" below = one online-softmax step over kSubN keys: the whole key tile Bc, or 32 keys for fp8
+// tiles with two 16-row m-tiles per warp and Bc > 32 (fwd_kernel.cuh, kSubN). Key steps are processed in
+// ascending key order.
 //
 //  S    s_ij = MMA(Q, K^T): tensor-core dot product with fp32 accumulation (the hardware's internal order
 //       and rounding of the k-sum is not specified by NVIDIA; a CPU model treats it as an fp32 dot).
@@ -58,30 +58,6 @@ struct OnlineSoftmax {
     }
   }
 
-  // s: [kNTiles][4] scores of the tile (c0,c1: row g; c2,c3: row g+8). Updates the max, turns s into
-  // p = exp2(s*c - m*c) in place, and returns the per-row rescale factor alpha.
-  template <int kNTiles>
-  __device__ __forceinline__ void update(float (&s)[kNTiles][4], float c, float (&alpha)[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = row_max[r];
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const bool empty = mx == -INFINITY;
-      alpha[r] = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(row_max[r], mx), c));
-      const float mc = empty ? 0.0f : __fmul_rn(mx, c);
-      row_max[r] = mx;
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-        s[j][2 * r] = tile::ex2(__fmaf_rn(s[j][2 * r], c, -mc));
-        s[j][2 * r + 1] = tile::ex2(__fmaf_rn(s[j][2 * r + 1], c, -mc));
-      }
-      row_sum[r] = __fmul_rn(row_sum[r], alpha[r]);
-    }
-  }
-
   __device__ __forceinline__ void add(int r, float value) { row_sum[r] = __fadd_rn(row_sum[r], value); }
 
   // Combine the quad's partial sums: (l0 + l1) + (l2 + l3), identical in all four lanes.
@@ -93,5 +69,57 @@ struct OnlineSoftmax {
     }
   }
 };
+
+// One online-softmax step for the kMT m-tiles of a warp: updates each row's max, turns s into
+// p = exp2(s*c - m*c) in place and returns the per-row rescale factor alpha (l is rescaled here, a by the
+// caller). s: [kMT][kNTiles][4] (c0,c1: row g; c2,c3: row g+8 of each m-tile). All rows go through each
+// stage together (chained and tree max, then the two quad shuffles, then the exps), so the shuffle and SFU latencies of
+// one row overlap those of the others; the values are those of a row-by-row loop (max is exact).
+template <int kMT, int kNTiles>
+__device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (&s)[kMT][kNTiles][4], float c,
+                                               float (&alpha)[kMT][2]) {
+  float mx[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // Four independent chains, then a tree: short dependency chains without a temporary per n-tile.
+      constexpr int kChains = kNTiles < 4 ? kNTiles : 4;
+      float part[kChains];
+#pragma unroll
+      for (int j = 0; j < kChains; ++j) part[j] = fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
+#pragma unroll
+      for (int j = kChains; j < kNTiles; ++j)
+        part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+#pragma unroll
+      for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+        for (int j = 0; j + w < kChains; j += 2 * w) part[j] = fmaxf(part[j], part[j + w]);
+      mx[mt][r] = fmaxf(sm[mt].row_max[r], part[0]);
+    }
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 1));
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 2));
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool empty = mx[mt][r] == -INFINITY;
+      alpha[mt][r] = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(sm[mt].row_max[r], mx[mt][r]), c));
+      const float mc = empty ? 0.0f : __fmul_rn(mx[mt][r], c);
+      sm[mt].row_max[r] = mx[mt][r];
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+        s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc));
+        s[mt][j][2 * r + 1] = tile::ex2(__fmaf_rn(s[mt][j][2 * r + 1], c, -mc));
+      }
+      sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
+    }
+}
 
 }  // namespace flashcheck::cuda
