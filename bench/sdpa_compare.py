@@ -13,8 +13,9 @@ candidate's figure is the median of its rounds.
 
   python3 bench/sdpa_compare.py --plugin build/kernels/cuda/libflashcheck_cuda_plugin.so \
       [--dims 64,128] [--seqs 512,...,16384] [--dtypes bf16,fp16] [--fp8] [--json out.json]
-      [--ab NAME=PATH]   # a second build of our plugin (e.g. without the V NaN guard), timed on the same
-                         # shapes in the same run: column NAME and the ratio ours/NAME
+      [--ab NAME=PATH[@dD:MxN,...]]   # another build of our plugin (e.g. without the V NaN guard), or the
+                         # same one with another tile for head dim D, timed on the same shapes in the same
+                         # run: column NAME and the ratio ours/NAME; repeat --ab for more candidates
 """
 import argparse, ctypes, json, math, os, sys
 
@@ -104,16 +105,30 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--tile", type=int, nargs=2, default=(0, 0), help="tile_m tile_n (default: the policy)")
     ap.add_argument("--check-max-n", type=int, default=4096, help="check our output vs fp32 math up to this N")
-    ap.add_argument("--ab", default=None, help="NAME=PATH: another build of our plugin, timed beside ours")
+    ap.add_argument("--ab", action="append", default=[],
+                    help="NAME=PATH[@dD:MxN,...]: another build (or tile) of our plugin, timed beside ours")
     ap.add_argument("--rounds", type=int, default=0, help="timing rounds per shape (default: one per candidate)")
     a = ap.parse_args()
     _lib, plugin = load_plugin(a.plugin)
-    ab_name, ab_plugin = None, None
-    if a.ab:
-        if "=" not in a.ab:
-            sys.exit("--ab wants NAME=PATH")
-        ab_name, ab_path = a.ab.split("=", 1)
-        _ab_lib, ab_plugin = load_plugin(ab_path)
+    others = []  # (name, plugin, {d: (tile_m, tile_n)})
+    keep = []
+    for spec in a.ab:
+        if "=" not in spec:
+            sys.exit("--ab wants NAME=PATH[@dD:MxN,...]")
+        name, rest = spec.split("=", 1)
+        path, _, tiles = rest.partition("@")
+        per_d = {}
+        for item in filter(None, tiles.split(",")):
+            try:
+                dd, mn = item.split(":")
+                m, n = mn.split("x")
+                per_d[int(dd.lstrip("d"))] = (int(m), int(n))
+            except ValueError:
+                sys.exit(f"--ab tile item {item!r}: want dD:MxN")
+        lib, plug = load_plugin(path)
+        keep.append(lib)
+        others.append((name, plug, per_d))
+    ab_names = [n for n, _, _ in others]
     dev = "cuda"
     print("torch", torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version(), flush=True)
     torch.manual_seed(0)
@@ -131,11 +146,11 @@ def main():
                     ours = make_call(plugin, q, k, v, o, RECIPE[dname], causal, tile=tuple(a.tile))
                     ours(); torch.cuda.synchronize()
                     row = {"dtype": dname, "d": d, "N": N, "B": B, "H": H, "causal": causal}
+                    ref = None
                     if N <= a.check_max_n:  # sanity check of our output against fp32 math SDPA
                         with sdpa_kernel(SDPBackend.MATH):
                             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
                         row["max_abs_err_vs_fp32_math"] = float((o.float() - ref).abs().max())
-                        del ref
                     def bench(fn, backend=None):
                         def measure():
                             if backend is None:
@@ -144,10 +159,13 @@ def main():
                                 return tt.do_bench(fn, warmup=a.warmup, rep=a.rep, return_mode="median")
                         return measure
                     candidates = [("ours", bench(ours))]
-                    if ab_plugin is not None:
-                        other = make_call(ab_plugin, q, k, v, o, RECIPE[dname], causal, tile=tuple(a.tile))
+                    for ab_name, ab_plugin, per_d in others:
+                        other = make_call(ab_plugin, q, k, v, o, RECIPE[dname], causal, tile=per_d.get(d, tuple(a.tile)))
                         other(); torch.cuda.synchronize()
+                        if ref is not None:
+                            row[ab_name + "_max_abs_err"] = float((o.float() - ref).abs().max())
                         candidates.append((ab_name, bench(other)))
+                    del ref
                     f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:
@@ -164,7 +182,7 @@ def main():
                     for name, ms in times.items():
                         row[name] = flops / sorted(ms)[len(ms) // 2] / 1e9
                     rows.append(row)
-                    print(json.dumps({k2: (round(v2, 1) if isinstance(v2, float) and k2 != "max_abs_err_vs_fp32_math" else v2)
+                    print(json.dumps({k2: (round(v2, 1) if isinstance(v2, float) and "err" not in k2 else v2)
                                       for k2, v2 in row.items()}), flush=True)
                     del q, k, v, o
     if a.fp8:
@@ -183,9 +201,9 @@ def main():
                     print(json.dumps(row), flush=True)
                     del q, k, v, o
 
-    abh = f" {ab_name} | ours/{ab_name} |" if ab_name else ""
+    abh = "".join(f" {n} | ours/{n} |" for n in ab_names)
     print(f"\n| dtype | d | N | causal | ours TFLOP/s |{abh} flash | cuDNN | ours/flash | ours/cuDNN | max err vs fp32 |")
-    print("|---|---|---|---|---|" + ("---|---|" if ab_name else "") + "---|---|---|---|---|")
+    print("|---|---|---|---|---|" + "---|---|" * len(ab_names) + "---|---|---|---|---|")
     for r in rows:
         fl, cu = r.get("flash"), r.get("cudnn")
         rf = r["ours"] / fl if fl else None
@@ -193,19 +211,24 @@ def main():
         r["ratio_flash"], r["ratio_cudnn"] = rf, rc
         fmt = lambda x, s="{:.1f}": "-" if x is None else s.format(x)
         abc = ""
-        if ab_name:
+        for ab_name in ab_names:
             ab = r.get(ab_name)
             r["ratio_" + ab_name] = r["ours"] / ab if ab else None
-            abc = f" {fmt(ab)} | {fmt(r['ratio_' + ab_name], '{:.3f}')} |"
+            abc += f" {fmt(ab)} | {fmt(r['ratio_' + ab_name], '{:.3f}')} |"
         print(f"| {r['dtype']} | {r['d']} | {r['N']} | {'yes' if r['causal'] else 'no'} | {r['ours']:.1f} |{abc} {fmt(fl)} | "
               f"{fmt(cu)} | {fmt(rf, '{:.2f}')} | {fmt(rc, '{:.2f}')} | {fmt(r.get('max_abs_err_vs_fp32_math'), '{:.2e}')} |")
     print()
     for dname in a.dtypes.split(","):
-        for key in ("ratio_flash", "ratio_cudnn") + (("ratio_" + ab_name,) if ab_name else ()):
+        for key in ("ratio_flash", "ratio_cudnn") + tuple("ratio_" + n for n in ab_names):
             vals = [r[key] for r in rows if r["dtype"] == dname and r.get(key)]
             if vals:
                 gm = math.exp(sum(math.log(x) for x in vals) / len(vals))
                 print(f"geomean {dname} ours/{key.split('_', 1)[1]}: {gm:.3f} over {len(vals)} shapes")
+        for name in ab_names:
+            vals = [r[name] / r["flash"] for r in rows if r["dtype"] == dname and r.get(name) and r.get("flash")]
+            if vals:
+                gm = math.exp(sum(math.log(x) for x in vals) / len(vals))
+                print(f"geomean {dname} {name}/flash: {gm:.3f} over {len(vals)} shapes")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

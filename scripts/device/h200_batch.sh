@@ -3,14 +3,14 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench, fp8, dram; fp8 and dram have not run on the
-# GPU yet). Results: $OUT/results.tgz, $OUT/steps.log.
+# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench, fp8, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
 #     test_cuda_attention property_cuda_test cuda_regression_test flashcheck_property_runner bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
-# and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1).
+# and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1); BENCH_ARGS replaces the
+# benchmark's shape arguments (default --dims 64,128,256).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # At most 8 files come back from $OUT: everything is written under a scratch folder and returned as one
@@ -68,7 +68,7 @@ fi
 if want bench; then
   ab=""
   [ -f .dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so ] && ab="--ab ${AB_NAME:-unguarded}=.dev/flashcheck/lib/ab/libflashcheck_cuda_plugin.so"
-  step bench 240 python3 bench/sdpa_compare.py --plugin "$FLASHCHECK_CUDA_PLUGIN" --dims 64,128,256 --warmup 10 --rep 40 \
+  step bench 240 python3 bench/sdpa_compare.py --plugin "$FLASHCHECK_CUDA_PLUGIN" ${BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
     $ab --json "$res/sdpa_compare.json"
 fi
 if want fp8; then
@@ -79,10 +79,31 @@ if want fp8; then
   step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
     --seqs 1024,4096,16384 --reps 10 --flags 2
 fi
+if want ncu_profile; then
+  # Nsight Compute on one forward of ours, flash and cuDNN per shape (PROFILE_SHAPES: dtype:d:N:causal),
+  # full section set; details, raw metrics and per-instruction SASS counts come back as text.
+  for shape in ${PROFILE_SHAPES:-bf16:64:4096:0 bf16:128:4096:0 bf16:256:4096:0 bf16:128:4096:1}; do
+    IFS=: read -r pdt pd pn pc <<<"$shape"
+    tag="${pdt}_d${pd}_n${pn}_c${pc}"
+    cflag=""; [ "$pc" = 1 ] && cflag="--causal"
+    step "ncu_$tag" 120 ncu --clock-control none --profile-from-start off --set full --import-source no -f \
+      -o "$res/prof_$tag" python3 bench/ncu_profile.py --plugin "$FLASHCHECK_CUDA_PLUGIN" --dtype "$pdt" --d "$pd" \
+      --n "$pn" $cflag
+    if [ -f "$res/prof_$tag.ncu-rep" ]; then
+      ncu -i "$res/prof_$tag.ncu-rep" --page details --print-details all >"$res/ncu_details_$tag.txt" 2>&1
+      ncu -i "$res/prof_$tag.ncu-rep" --page raw --csv >"$res/ncu_raw_$tag.csv" 2>&1
+      ncu -i "$res/prof_$tag.ncu-rep" --page source --csv --print-source sass >"$res/ncu_sass_$tag.csv" 2>&1
+      rm -f "$res/prof_$tag.ncu-rep"
+    fi
+  done
+fi
 if want dram; then
-  # DRAM bytes of one forward, fused vs naive, N = 1024/4096/8192 (B=1 H=16 d=128 bf16), per kernel.
-  step dram 120 ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv "$bin/bench_fused_attention" \
+  # DRAM bytes and peak memory of one forward, fused vs naive, N = 512 ... 8192 (B=1 H=16 d=128 bf16), and
+  # the plot (bench/plot_dram.py).
+  step dram 150 ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv "$bin/bench_fused_attention" \
     --skip-grid --naive-memory
+  step dram_plot 30 python3 bench/plot_dram.py "$res/dram.log" --memory "$res/dram.log" --out "$res/dram.png" \
+    --json "$res/dram.json"
 fi
 want report && step report 110 "$FLASHCHECK_EXE" report --subjects emulation,cuda --out "$res/h200-report" --progress lines
 want sdpa_verdict && step sdpa_verdict 150 bash scripts/device/pytorch_sdpa_verdict.sh --out "$res/sdpa"
