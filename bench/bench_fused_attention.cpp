@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
   if (o.naive_memory) {
     // Peak device memory of one forward (B=1, H=16, d=128, bf16): fused vs naive (S and P materialised).
     std::printf("\npeak extra device memory, B=1 H=16 d=128 bf16\n%6s %14s %14s\n", "N", "fused MiB", "naive MiB");
-    for (int N : {1024, 4096, 8192}) {
+    for (int N : {512, 1024, 2048, 4096, 8192}) {
       double peak[2] = {0, 0};
       for (int which = 0; which < 2; ++which) {
         const size_t elems = size_t(16) * N * 128;
