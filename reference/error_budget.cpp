@@ -86,6 +86,11 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   // Score accumulation over d [R] (IEEE: gamma_d, FMA or not) or [M] (block FMA: ceil(d/b) chained
   // steps of (b+1) 2^-F + 2^-23 each), relative to R_j; plus an absolute floor for fp32 subnormals.
   const int ns_s = tc ? (p.d + tcm.b - 1) / tcm.b : p.d;
+  // [M] Subnormal MMA operands align at their format's smallest normal (tensor_core_model.h): the score's
+  // truncation is charged against alignment magnitudes, and P.V gets the excess of a subnormal P~ or V
+  // over its value (below). In stored units; P~ carries the pre-scale S.
+  const double mn_op = spec(rs.operand).min_normal(), mn_p = pf.min_normal();
+  const double trunc_step = double(tcm.b + 1) * std::ldexp(1.0, -tcm.budget_F);
   double eps_s = tc ? ns_s * step * (1 + ns_s * step) : gamma32(p.d);
   eps_s += 0x1p-50;  // the budget's own double-precision scores
   const double abs_s = ns_s * 0x1p-149;
@@ -142,7 +147,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               dot_op += qo * ko;
               rr += std::fabs(qo * ko);
             } else {
-              rr += std::fabs(qs * ks);
+              rr += tc ? alignment_magnitude(qs, mn_op) * alignment_magnitude(ks, mn_op) : std::fabs(qs * ks);
             }
           }
           keys.push_back(j);
@@ -312,6 +317,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           if (std::isnan(O)) continue;
           const double oe = ref.o_error_bound[oi];
           double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, A = 0, D = 0, vop = 0;
+          double excess = 0;  // largest alignment magnitude of a product with a subnormal P~ or V (tc)
           int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_blk = -1, last_tile = -1;
           for (size_t x = 0; x < n; ++x) {
             const double v = in.v[p.v_index(b, hk, keys[x], c)];
@@ -326,6 +332,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
                 nz_max_tile_blocks = std::max(nz_max_tile_blocks, ++nz_tile_blocks);
                 last_blk = blk_id[x];
               }
+            }
+            if (tc && v != 0) {
+              const double vs = v / vd;
+              const bool p_sub = E[x] * std::exp(-eta[x]) * S < mn_p;  // P~ may be subnormal (or 0)
+              if (p_sub || std::fabs(vs) < mn_op)
+                excess = std::max(excess, std::max(whi[x], mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
             }
             const double dv_ = std::fabs(v - O) + oe;
             num += err_c[x] * dv_;
@@ -346,12 +358,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           B.scale_a[oi] = A / sumE;
           B.scale_d[oi] = D / sumE;
           const double Tc = num / den, Tp = tp / den, Wn = W / den, Vop = vop / den;
+          // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.
+          const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
           const double Tc_prob = std::min(Tc, (num_det + lambda * uP * std::sqrt(num_p2)) / den);
           const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
           auto total = [&](double tc_, double tp_, double epv, double el) {
             const double Y = std::fabs(O) + oe + tc_ + tp_;
             const double top = Vop;
-            const double eacc = (epv * Wn + el * Y) / (1 - el);
+            const double eacc = (epv * Wn + Xn * (1 + epv) + el * Y) / (1 - el);
             const double Z = Y + top + eacc;
             const double fin = eps_fin * Z;
             const double outr = u_out * (Z + fin) + out_abs;

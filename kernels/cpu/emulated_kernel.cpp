@@ -164,7 +164,9 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
 
   std::vector<float> s(bc), pr(bc), px(bc);
   std::vector<char> vis(bc);
-  std::vector<double> terms(64);
+  std::vector<double> terms(64), align(64);
+  // Smallest normals of the MMA operands: subnormal operands align at them (tensor_core_model.h).
+  const double mn_op = spec(st.rs.operand).min_normal(), mn_p = spec(st.rs.p_format).min_normal();
   std::vector<float> tile_acc(dv), merged(dv), tree;
   std::vector<RowState> states(st.splits);
   const int blk = st.tcm.b;
@@ -221,8 +223,11 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
               if (st.tensor_core) {
                 for (int c0 = 0; c0 < d; c0 += blk) {
                   const int n = std::min(blk, d - c0);
-                  for (int t = 0; t < n; ++t) terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
-                  acc = block_fma_step(acc, terms.data(), n, st.tcm.F);
+                  for (int t = 0; t < n; ++t) {
+                    terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
+                    align[t] = alignment_magnitude(q[c0 + t], mn_op) * alignment_magnitude(k[c0 + t], mn_op);
+                  }
+                  acc = block_fma_step(acc, terms.data(), n, st.tcm.F, align.data());
                 }
               } else {
                 for (int c = 0; c < d; ++c) acc = std::fma(q[c], k[c], acc);
@@ -292,8 +297,12 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
                 float acc = st.two_level ? 0.0f : rs.a[c];
                 for (int x0 = 0; x0 < bc; x0 += blk) {
                   const int n = std::min(blk, bc - x0);
-                  for (int t = 0; t < n; ++t) terms[t] = double(pr[x0 + t]) * double(vval(x0 + t));
-                  acc = block_fma_step(acc, terms.data(), n, st.tcm.F);
+                  for (int t = 0; t < n; ++t) {
+                    const double pv = pr[x0 + t], vv = vval(x0 + t);
+                    terms[t] = pv * vv;
+                    align[t] = alignment_magnitude(pv, mn_p) * alignment_magnitude(vv, mn_op);
+                  }
+                  acc = block_fma_step(acc, terms.data(), n, st.tcm.F, align.data());
                 }
                 rs.a[c] = st.two_level ? rs.a[c] + acc : acc;
               } else {
