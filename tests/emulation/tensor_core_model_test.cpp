@@ -1,0 +1,72 @@
+// The tensor-core block-FMA model (reference/tensor_core_model.h), against hand-computed steps and against
+// a score the H200 produced.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "reference/tensor_core_model.h"
+
+namespace fc {
+namespace {
+
+constexpr double kFp16MinNormal = 0x1p-14;
+
+// One step aligns to the largest term and truncates each term below 2^(E - 25).
+TEST(TensorCoreModel, TermsBelowTheAlignmentGrainAreTruncated) {
+  const double t[2] = {1.0, 0x1p-26};
+  EXPECT_EQ(block_fma_step(0.0f, t, 2, 25), 1.0f);  // 2^-26 < 2^(0 - 25): dropped
+  const double u[2] = {1.0, 0x1p-25};
+  EXPECT_EQ(block_fma_step(0.0f, u, 2, 25), 1.0f);  // kept exactly, then RZ to fp32 drops it
+  const double v[2] = {1.0, -0x1p-25};
+  EXPECT_EQ(block_fma_step(0.0f, v, 2, 25), std::nextafter(1.0f, 0.0f));  // RZ of 1 - 2^-25
+}
+
+// A subnormal operand aligns at its format's smallest normal: 2^-24 (fp16 subnormal) times 0x1.a78p15 is
+// 0x1.a78p-9, but it aligns as 2^-14 * 0x1.a78p15 = 0x1.a78p1, so a second product of 2^-30 falls below
+// the grain 2^(1 - 25) and is lost. Aligned by value it would be kept.
+TEST(TensorCoreModel, SubnormalOperandAlignsAtTheSmallestNormal) {
+  const double q[2] = {0x1p-24, 0x1p-24}, k[2] = {0x1.a78p15, 0x1p-6};
+  double t[2], a[2];
+  for (int i = 0; i < 2; ++i) {
+    t[i] = q[i] * k[i];
+    a[i] = alignment_magnitude(q[i], kFp16MinNormal) * alignment_magnitude(k[i], kFp16MinNormal);
+  }
+  EXPECT_EQ(block_fma_step(0.0f, t, 2, 25, a), static_cast<float>(0x1.a78p-9));
+  EXPECT_EQ(block_fma_step(0.0f, t, 2, 25), static_cast<float>(0x1.a78p-9 + 0x1p-30));
+  EXPECT_EQ(alignment_magnitude(0.0, kFp16MinNormal), 0.0);  // zero does not move the alignment
+  EXPECT_EQ(alignment_magnitude(-3.0, kFp16MinNormal), 3.0);
+}
+
+// The GPU fuzzer's case (seed 3, H200, 2026-11-29): one row of fp16 Q and the only key of K, d = 32, two
+// m16n8k16 steps. With one key LSE = fl32(s * scale); the H200 returned 0x1.a8b91p-4 (0.103692114). The
+// model must give exactly that; by value it gives 0.103696287.
+TEST(TensorCoreModel, ReproducesTheH200ScoreOfTheSubnormalFinding) {
+  const double t = 0x1p-24;
+  const std::vector<double> q = {0, -0.0, 0, t, 0, -0.0, 0, -0.0, 0, 0, 0, 0, 0, 0, 0, -t,
+                                 -0.0, t, -t, -0.0, 0, 0, 0, -0.0, 0, 0, 0, -0.0, 0, 0, -0.0, t};
+  const std::vector<double> k = {-0x1.928p-6, -0x1.e4cp+8, 0x1.b4cp+3, 0x1.94p+3, 0x1.128p-10, -0x1.3ap-17,
+                                 0x1.a48p+3, 0x1.4dcp-8, -0x1.28cp+1, 0x1.a68p+3, -0x1.45p+1, 0x1.928p+3,
+                                 -0x1.dfp+9, -0x1.528p+9, 0x1.d04p+12, -0x1.128p-6, -0x1.194p+0, 0x1.ba4p+0,
+                                 -0x1.f44p+2, 0x1.5fp+14, -0x1.d2p+1, 0x1.72p-5, 0x1.e38p+14, -0x1.23cp+6,
+                                 0x1.484p-7, 0x1.2c4p+3, 0x1.484p-7, -0x1.e9p+3, 0x1.424p-6, 0x1.8a8p+6,
+                                 0x1.588p-7, 0x1.a78p+15};
+  const float scale = 0x1.00a5p+5f;
+  auto score = [&](bool by_alignment) {
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < 32; c0 += 16) {
+      double terms[16], align[16];
+      for (int i = 0; i < 16; ++i) {
+        terms[i] = q[c0 + i] * k[c0 + i];
+        align[i] = alignment_magnitude(q[c0 + i], kFp16MinNormal) * alignment_magnitude(k[c0 + i], kFp16MinNormal);
+      }
+      acc = block_fma_step(acc, terms, 16, 25, by_alignment ? align : nullptr);
+    }
+    return acc * scale;
+  };
+  EXPECT_EQ(score(true), 0x1.a8b91p-4f);
+  EXPECT_NE(score(false), 0x1.a8b91p-4f);
+}
+
+}  // namespace
+}  // namespace fc
