@@ -10,7 +10,8 @@
 #     test_cuda_attention property_cuda_test cuda_regression_test flashcheck_property_runner bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
 # and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1); BENCH_ARGS replaces the
-# benchmark's shape arguments (default --dims 64,128,256).
+# benchmark's shape arguments (default --dims 64,128,256); FP8_ERROR_N the fp8 error table's N list;
+# PROFILE_SHAPES the ncu_profile step's shapes (dtype:d:N:causal ...).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # At most 8 files come back from $OUT: everything is written under a scratch folder and returned as one
@@ -73,8 +74,10 @@ if want bench; then
 fi
 if want fp8; then
   # fp8 with and without two-level accumulation: error against the budget as N grows, and throughput.
-  step fp8_errors 150 python3 bench/fp8_two_level_errors.py --flashcheck "$FLASHCHECK_EXE" --subject cuda \
-    --json "$res/fp8_two_level_errors.json"
+  # ${FP8_ERROR_N}: the float64 reference of an N = 4096 case takes about a minute on the device's CPU; at
+  # 150 s the default list stopped after 10 of 24 rows (2026-11-29), so e5m2 comes first here.
+  step fp8_errors 240 python3 bench/fp8_two_level_errors.py --flashcheck "$FLASHCHECK_EXE" --subject cuda \
+    --recipes fp8_e5m2,fp8_e4m3 --n "${FP8_ERROR_N:-512,2048,4096}" --json "$res/fp8_two_level_errors.json"
   step fp8_tflops 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 --seqs 1024,4096,16384 --reps 10
   step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
     --seqs 1024,4096,16384 --reps 10 --flags 2
