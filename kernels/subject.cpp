@@ -54,4 +54,11 @@ std::optional<std::string> unsupported(const Capabilities& caps, const Problem& 
   return std::nullopt;
 }
 
+int narrowest_listed_tile_n(const Capabilities& caps) {
+  int best = 0;
+  for (const TileSize& t : caps.tiles)
+    if (t.n > 0 && (best == 0 || t.n < best)) best = t.n;
+  return best;
+}
+
 }  // namespace fc

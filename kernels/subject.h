@@ -37,12 +37,16 @@ struct Capabilities {
   bool fa1 = false;             // FA-1 normalisation selectable
   bool l_from_fp32_p = false;   // the FA-2 convention selectable
   bool two_level_accum = false;
+  bool subtile_steps = false;   // the online softmax may step in parts of a tile (FC_CAP_SUBTILE_STEPS)
   bool deliberate_bugs = false; // the emulation's switchable bugs (properties' teeth)
 };
 
 // Why a subject cannot run a (problem, options) pair; nullopt = supported. Properties skip such cases
 // and count them, so a report can say what was skipped.
 std::optional<std::string> unsupported(const Capabilities& caps, const Problem& p, const RunOptions& o);
+
+// The narrowest Bc in the subject's tile list, or 0 when it lists none.
+int narrowest_listed_tile_n(const Capabilities& caps);
 
 struct SubjectOutput {
   std::vector<double> o;    // [B, Hq, Nq, dv], the exact values of the output format

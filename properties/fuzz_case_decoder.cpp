@@ -336,7 +336,7 @@ std::string caps_to_line(const Capabilities& caps) {
       {"window", caps.window},               {"dense_mask", caps.dense_mask}, {"key_lengths", caps.key_lengths},
       {"gqa", caps.gqa},                     {"lse", caps.lse},               {"split_kv", caps.split_kv},
       {"fa1", caps.fa1},                     {"l_from_fp32_p", caps.l_from_fp32_p},
-      {"two_level_accum", caps.two_level_accum}};
+      {"two_level_accum", caps.two_level_accum}, {"subtile_steps", caps.subtile_steps}};
   bool first = true;
   for (const auto& [name, on] : flags)
     if (on) {
@@ -394,6 +394,7 @@ std::optional<Capabilities> caps_from_line(std::string_view line) {
           else if (f == "fa1") caps.fa1 = true;
           else if (f == "l_from_fp32_p") caps.l_from_fp32_p = true;
           else if (f == "two_level_accum") caps.two_level_accum = true;
+          else if (f == "subtile_steps") caps.subtile_steps = true;
           else return std::nullopt;
         }
       }
@@ -632,6 +633,8 @@ int budget_tile_n(const Capabilities& caps, const FuzzCase& fc) {
   // Our CUDA kernel runs fp32 on its SIMT path with a fixed 4 x 32 tile whatever is asked
   // (kernels/cuda/fused_attention.cpp, as tools/report/campaign.cpp knows too).
   if (caps.name == "cuda-fa2" && fc.options.recipe == Recipe::fp32) return 32;
+  // A subject that may step in parts of a tile: the narrowest listed Bc (0, any Bc, if none).
+  if (caps.subtile_steps) return narrowest_listed_tile_n(caps);
   return fc.options.tile_n > 0 ? fc.options.tile_n : 0;  // 0: unknown, the budget bounds any Bc
 }
 

@@ -71,11 +71,10 @@ std::string_view mask_kind_name(MaskKind m) {
 }
 
 int budget_tile_n(const Capabilities& caps, const Problem&, const RunOptions& o) {
-  if (o.tile_n > 0) return o.tile_n;
-  int best = 0;
-  for (const TileSize& t : caps.tiles)
-    if (t.n > 0 && (best == 0 || t.n < best)) best = t.n;
-  return best > 0 ? best : 1;
+  // An explicit Bc is the softmax step unless the subject says it may step in parts of a tile.
+  if (o.tile_n > 0 && !caps.subtile_steps) return o.tile_n;
+  const int narrowest = narrowest_listed_tile_n(caps);
+  return narrowest > 0 ? narrowest : 1;
 }
 
 rc::Gen<TileSize> gen_tile(const Capabilities& caps) {

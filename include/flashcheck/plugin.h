@@ -66,6 +66,10 @@ typedef enum fc_memory { FC_MEMORY_HOST = 1, FC_MEMORY_DEVICE = 2 } fc_memory;
 #define FC_CAP_L_FROM_FP32_P (1u << 6)
 #define FC_CAP_TWO_LEVEL_ACCUM (1u << 7)
 #define FC_CAP_FA1_NORMALISATION (1u << 8)
+/* The online softmax may rescale inside a key tile (steps narrower than tile_n, e.g. to fit registers).
+ * Error budgets for an explicit tile then assume the narrowest listed tile_n: more steps mean more
+ * running-max increases, and a budget for wider steps than the kernel took can be too small. */
+#define FC_CAP_SUBTILE_STEPS (1u << 9)
 
 /* Run flags (a plugin rejects with FC_ERR_UNSUPPORTED a flag whose capability it lacks). */
 #define FC_FLAG_L_FROM_FP32_P (1u << 0)    /* FA-2 convention: l from fp32 P, not the rounded P */

@@ -146,6 +146,7 @@ Capabilities to_capabilities(const fc_capabilities& raw) {
   c.fa1 = raw.features & FC_CAP_FA1_NORMALISATION;
   c.l_from_fp32_p = raw.features & FC_CAP_L_FROM_FP32_P;
   c.two_level_accum = raw.features & FC_CAP_TWO_LEVEL_ACCUM;
+  c.subtile_steps = raw.features & FC_CAP_SUBTILE_STEPS;
   c.deliberate_bugs = false;
   return c;
 }

@@ -29,7 +29,7 @@ Capabilities gpu_like_caps() {
   c.recipes = {Recipe::fp16, Recipe::bf16, Recipe::fp32, Recipe::fp8_e4m3};
   c.head_dims = {32, 64, 96, 128, 256};
   c.tiles = {{128, 64}, {128, 128}, {64, 64}, {128, 32}, {64, 32}};
-  c.causal = c.window = c.key_lengths = c.gqa = c.lse = c.split_kv = true;
+  c.causal = c.window = c.key_lengths = c.gqa = c.lse = c.split_kv = c.subtile_steps = true;
   return c;
 }
 
@@ -259,6 +259,7 @@ TEST(FuzzReproducer, CapsLineAndFileRoundTrip) {
   const auto back = caps_from_line(caps_to_line(caps));
   ASSERT_TRUE(back);
   EXPECT_EQ(caps_to_line(*back), caps_to_line(caps));
+  EXPECT_TRUE(back->subtile_steps);  // budgets for its explicit tiles assume the narrowest listed Bc
   Reproducer r;
   r.subject = "cuda";
   r.limits = "gpu";
