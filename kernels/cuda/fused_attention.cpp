@@ -140,7 +140,7 @@ Status validate(Subject subject, const fc_problem& p) {
   if (p.heads_q % p.heads_kv != 0)
     return fail(FC_ERR_INVALID, "heads_q (%d) must be a multiple of heads_kv (%d)", p.heads_q, p.heads_kv);
   if (p.n_q < 1 || p.n_k < 1) return fail(FC_ERR_INVALID, "n_q and n_k must be >= 1");
-  if (p.n_q > (1LL << 30) || p.n_k > (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths above 2^30");
+  if (p.n_q >= (1LL << 30) || p.n_k >= (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths of 2^30 or more");
   if (p.dv != p.d) return fail(FC_ERR_UNSUPPORTED, "dv (%d) != d (%d) is not supported", p.dv, p.d);
   if (!is_supported_head_dim(p.d))
     return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: 32, 64, 96, 128, 256)", p.d);
@@ -245,6 +245,8 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     fp.o_stride[i] = os[i];
   }
   fp.lse = lse;
+  fp.o_vec16 = reinterpret_cast<uintptr_t>(o) % 16 == 0 && (os[0] * out_bytes(p.recipe)) % 16 == 0 &&
+               (os[1] * out_bytes(p.recipe)) % 16 == 0 && (os[2] * out_bytes(p.recipe)) % 16 == 0;
   fp.batch = p.batch;
   fp.heads_q = p.heads_q;
   fp.heads_kv = p.heads_kv;
@@ -452,7 +454,7 @@ void capabilities(Subject subject, fc_capabilities* out) {
   out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16) |
                  (1u << FC_RECIPE_FP8_E4M3) | (1u << FC_RECIPE_FP8_E5M2);
   out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
-                  FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM;
+                  FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM | FC_CAP_SUBTILE_STEPS;
   // Union over head dims; a tile not compiled for the requested d is refused with FC_ERR_UNSUPPORTED.
   const TileShape tiles[] = {{128, 64, 4}, {128, 128, 4}, {64, 64, 4}, {128, 32, 4}, {64, 32, 4}};
   out->n_tiles = 5;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "element.h"
 #include "fwd_params.h"
@@ -35,7 +36,7 @@
 namespace flashcheck::cuda {
 
 template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, bool kTwoLevel_ = false,
-          int kStages_ = 2>
+          int kStages_ = 2, bool kLFromFp32_ = false>
 struct FwdKernelTraits {
   using Elem = Elem_;
   using ET = ElementTraits<Elem>;
@@ -56,12 +57,19 @@ struct FwdKernelTraits {
   // allocator budget for both P.V loops at once.
   static constexpr bool kTwoLevel = kTwoLevel_;
   static_assert(!kTwoLevel || kIsFp8);
+  // FC_FLAG_L_FROM_FP32_P as a compile-time switch for the 16-bit recipes: with it a run-time flag, the
+  // select (or branch) between p and P~ in the softmax costs registers and spills (fp8 keeps the run-time
+  // flag: its instantiations are already doubled by kTwoLevel).
+  static constexpr bool kLFromFp32 = kLFromFp32_;
+  static_assert(!kLFromFp32 || !kIsFp8);
   static constexpr int kRowBytes = kHeadDim * ET::kBytes;
   static constexpr int kSmemRow = kRowBytes + 16;  // +16 B padding: conflict-free ldmatrix
   static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
   // Keys per online-softmax step: the whole tile, except 32 for fp8 with two m-tiles (its P packing and
-  // V^T fragments do not fit in registers beside S for 64+ keys).
-  static constexpr int kSubN = (kMTiles == 2 && ET::kIsFp8 && kBlockN > 32) ? 32 : kBlockN;
+  // V^T fragments do not fit in registers beside S for 64+ keys) and 64 for 128-key tiles (S for 128
+  // keys beside O spills). The plugin says so (FC_CAP_SUBTILE_STEPS): budgets assume the narrowest tile.
+  static constexpr int kSubN =
+      (kMTiles == 2 && ET::kIsFp8 && kBlockN > 32) ? 32 : (kBlockN > 64 ? 64 : kBlockN);
   static constexpr int kSubTiles = kBlockN / kSubN;
   static constexpr int kNTilesSub = kSubN / 8;     // n-tiles of S per step
   static constexpr int kPVStepsSub = ET::kIsFp8 ? kSubN / 32 : kSubN / 16;
@@ -172,6 +180,95 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
       sm.add(r, kLFromFp32 ? x0 : r0);
       sm.add(r, kLFromFp32 ? x1 : r1);
     }
+}
+
+// p = exp2(s*c - m*c) and P~ and the l partial, n-tile by n-tile (softmax.h's order), in one straight
+// block: the SFU exps of one n-tile overlap the rounding and sums of the previous ones. l_from_fp32 is
+// a compile-time constant here (kLFromFp32): a run-time select cost the 128x64 tile 120 bytes of spills.
+template <typename ET, int kN>
+__device__ __forceinline__ void exp_round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
+                                            float c, const float (&mc)[2], bool l_from_fp32) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float x0 = tile::ex2(__fmaf_rn(s[j][2 * r], c, -mc[r]));
+      float x1 = tile::ex2(__fmaf_rn(s[j][2 * r + 1], c, -mc[r]));
+      if constexpr (ET::kPScale != 1.0f) {
+        x0 = __fmul_rn(x0, ET::kPScale);
+        x1 = __fmul_rn(x1, ET::kPScale);
+      }
+      float r0, r1;
+      pk[j][r] = ET::round_pair(x0, x1, r0, r1);
+      sm.add(r, l_from_fp32 ? x0 : r0);
+      sm.add(r, l_from_fp32 ? x1 : r1);
+    }
+}
+
+// The num_splits = 1 epilogue of the 16-bit recipes when O's rows are 16-byte aligned: O = a / l goes out
+// through shared memory, each lane storing whole 16-byte chunks (a warp's store covers whole rows), instead
+// of 4-byte pieces scattered over 8 rows. A warp reuses its own rows of the Q tile: no other warp reads
+// them, and its ldmatrix reads of Q are warp-collective and completed before its last score MMA.
+template <typename Tr, int kMT, int kNTilesO>
+__device__ __forceinline__ void store_o_via_smem(const FwdParams& p, const float (&acc)[kMT][kNTilesO][4],
+                                                 const OnlineSoftmax (&sm)[kMT], unsigned char* s_q, int b, int h,
+                                                 int m0, int warp, int lane) {
+  using ET = typename Tr::ET;
+  static_assert(!Tr::kIsFp8, "fp8 rows of Q are narrower than rows of O");
+  const int g = lane / 4, t = lane % 4;
+  unsigned char* s_o = s_q + warp * Tr::kWarpRows * Tr::kSmemRow;
+  __syncwarp();
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = sm[mt].row_sum[r];
+      const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+      unsigned char* o_row = s_o + (16 * mt + 8 * r + g) * Tr::kSmemRow;
+#pragma unroll
+      for (int i = 0; i < kNTilesO; ++i) {
+        // A row with no visible key is 0 by definition (see the direct epilogue).
+        const float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
+        const float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
+        *reinterpret_cast<uint32_t*>(o_row + (8 * i + 2 * t) * 2) = ET::pack_out(x0, x1);
+      }
+    }
+  __syncwarp();
+  constexpr int kChunks = Tr::kRowBytes / 16;
+  auto* o_g = static_cast<unsigned char*>(p.o) +
+              (static_cast<long long>(b) * p.o_stride[0] + static_cast<long long>(h) * p.o_stride[1]) * 2;
+  const long long o_row_bytes = p.o_stride[2] * 2;
+  const int row0 = m0 + warp * Tr::kWarpRows;
+#pragma unroll
+  for (int i = lane; i < Tr::kWarpRows * kChunks; i += 32) {
+    const int r = i / kChunks, ch = i % kChunks;
+    if (row0 + r < p.n_q)
+      *reinterpret_cast<uint4*>(o_g + (row0 + r) * o_row_bytes + ch * 16) =
+          *reinterpret_cast<const uint4*>(s_o + r * Tr::kSmemRow + ch * 16);
+  }
+  if (p.lse && t == 0) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 16 * mt + 8 * r + g;
+        const float l = sm[mt].row_sum[r];
+        if (row < p.n_q)
+          p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
+              l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
+                        : -INFINITY;
+      }
+  }
+}
+
+// A run-time bool, or the value of a std::bool_constant (a compile-time branch of the tile body).
+template <typename T>
+__host__ __device__ constexpr bool as_bool(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v;
+  } else {
+    return T::value;
+  }
 }
 
 // Where a block sits in the problem: its rows, head, split and the key tiles it visits.
@@ -324,184 +421,216 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 
     // The tile is consumed in sub-tiles of kSubN keys (kSubN = Bc except where S for the whole tile
     // would not fit in registers next to O): each sub-tile is one online-softmax step (softmax.h).
-#pragma unroll 1
-    for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-      const unsigned char* sk_s = sk + sub * Tr::kSubN * Tr::kSmemRow;
-      const unsigned char* sv_s = sv + sub * Tr::kSubN * Tr::kSmemRow;
-      const unsigned char* svt_s = s_vt + sub * Tr::kSubN;  // V^T: keys are columns
-      // ---- S = Q K^T (fp32) ----
-      float s[kMT][Tr::kNTilesSub][4];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int j = 0; j < Tr::kNTilesSub; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        uint32_t a[kMT][4];
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          if constexpr (kQInRegs) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
-          } else {
-            tile::ldmatrix_x4(a[mt], tile::smem_addr(s_q + a_off + mt * 16 * Tr::kSmemRow + ks * 32));
-          }
-        }
-#pragma unroll
-        for (int np = 0; np < Tr::kNTilesSub / 2; ++np) {
-          uint32_t bk[4];
-          tile::ldmatrix_x4(bk, tile::smem_addr(sk_s + b_off + np * 16 * Tr::kSmemRow + ks * 32));
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            tile::mma(Mma{}, s[mt][2 * np], a[mt], bk[0], bk[1]);
-            tile::mma(Mma{}, s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
-          }
-        }
-      }
-
-      // ---- mask (only tiles that straddle a boundary) ----
-      const int n0 = nb * kBlockN + sub * Tr::kSubN;
-      if (tile_masked) {
-        const RowMask rm = RowMask::make(p, b);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            // Shift to tile-local columns so the per-element test is two int compares on constants.
-            const int row = warp_row0 + 16 * mt + 8 * r;
-            int lo, hi;
-            rm.row_bounds(row, lo, hi);
-            lo -= n0 + 2 * t;
-            hi -= n0 + 2 * t;
-#pragma unroll
-            for (int j = 0; j < Tr::kNTilesSub; ++j)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int cl = 8 * j + e;
-                bool ok = cl >= lo && cl < hi;
-                if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
-                if (!ok) s[mt][j][2 * r + e] = -INFINITY;
-              }
-          }
-      }
-
-      // ---- online softmax ----
-      // P~ packed per (m-tile, n-tile, row): 16-bit formats two halves per register, fp8 two bytes.
-      uint32_t pk[kMT][Tr::kNTilesSub][2];
-      float alpha[kMT][2];
-      softmax_update(sm, s, c, alpha);
-      // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
-      // changes no bit: skip the rescale then (one warp-uniform vote for all m-tiles, so no divergence).
+    // The tile body is compiled twice, for boundary tiles (element mask) and interior tiles (none), and
+    // chosen once per tile: a branch between the score GEMM and the softmax would split them into two
+    // blocks, and ptxas could not start the row max while the last score MMAs are in flight.
+    // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
+    // changes no bit: skip the rescale then (one warp-uniform vote for all m-tiles, so no divergence).
+    auto rescale_o = [](float (&a)[kMT][Tr::kNTilesO][4], const float (&al)[kMT][2]) {
       bool rescale = false;
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) rescale = rescale || alpha[mt][0] != 1.0f || alpha[mt][1] != 1.0f;
+      for (int mt = 0; mt < kMT; ++mt) rescale = rescale || al[mt][0] != 1.0f || al[mt][1] != 1.0f;
       if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int i = 0; i < Tr::kNTilesO; ++i) {
-            acc[mt][i][0] = __fmul_rn(acc[mt][i][0], alpha[mt][0]);
-            acc[mt][i][1] = __fmul_rn(acc[mt][i][1], alpha[mt][0]);
-            acc[mt][i][2] = __fmul_rn(acc[mt][i][2], alpha[mt][1]);
-            acc[mt][i][3] = __fmul_rn(acc[mt][i][3], alpha[mt][1]);
+            a[mt][i][0] = __fmul_rn(a[mt][i][0], al[mt][0]);
+            a[mt][i][1] = __fmul_rn(a[mt][i][1], al[mt][0]);
+            a[mt][i][2] = __fmul_rn(a[mt][i][2], al[mt][1]);
+            a[mt][i][3] = __fmul_rn(a[mt][i][3], al[mt][1]);
           }
       }
-      // The l convention is a run-time flag; branching once around the whole loop (not per element)
-      // keeps only one of p and P~ live per element.
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        if (p.l_from_fp32_p) {
-          detail::round_p<ET, Tr::kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
-        } else {
-          detail::round_p<ET, Tr::kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
-        }
-      }
-
-      if constexpr (Tr::kStages == 1) {
-        tile::cp_async_wait<0>();
-        __syncthreads();
-        if (nb + 1 < nb_end) {
-          detail::load_tile<Tr, kBlockN>(s_k, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
-          tile::cp_async_commit();
-        }
-        if constexpr (kGuard) {
-          if (tile_masked) nan_guard::zero_tile_nans<Tr>(sv);
-        }
-        if constexpr (Tr::kIsFp8) {
-          detail::transpose_v_fp8<Tr>(sv, s_vt);
-          __syncthreads();
-        }
-      }
-
-      // ---- O += P~ V ----
-      if constexpr (!Tr::kIsFp8) {
-#pragma unroll
-        for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
-          uint32_t a[kMT][4];
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            a[mt][0] = pk[mt][2 * kk][0];
-            a[mt][1] = pk[mt][2 * kk][1];
-            a[mt][2] = pk[mt][2 * kk + 1][0];
-            a[mt][3] = pk[mt][2 * kk + 1][1];
-          }
-#pragma unroll
-          for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
-            uint32_t bv[4];
-            tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
-              tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
-            }
-          }
-        }
-      } else {
-        uint32_t pa[kMT][Tr::kPVStepsSub][4];
+    };
+    // fp8 and the redo kernel keep one body with a run-time test: their registers are too tight for two.
+    auto run_tile = [&](auto masked, auto l_fp32) {
+      const bool kMasked = detail::as_bool(masked);  // a constant for the 16-bit bodies
+#pragma unroll 1
+      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+        const unsigned char* sk_s = sk + sub * Tr::kSubN * Tr::kSmemRow;
+        const unsigned char* sv_s = sv + sub * Tr::kSubN * Tr::kSmemRow;
+        const unsigned char* svt_s = s_vt + sub * Tr::kSubN;  // V^T: keys are columns
+        // ---- S = Q K^T (fp32) ----
+        float s[kMT][Tr::kNTilesSub][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
-            pa[mt][kk][0] = pk[mt][4 * kk][0] | (pk[mt][4 * kk + 1][0] << 16);
-            pa[mt][kk][1] = pk[mt][4 * kk][1] | (pk[mt][4 * kk + 1][1] << 16);
-            pa[mt][kk][2] = pk[mt][4 * kk + 2][0] | (pk[mt][4 * kk + 3][0] << 16);
-            pa[mt][kk][3] = pk[mt][4 * kk + 2][1] | (pk[mt][4 * kk + 3][1] << 16);
+          for (int j = 0; j < Tr::kNTilesSub; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          uint32_t a[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if constexpr (kQInRegs) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
+            } else {
+              tile::ldmatrix_x4(a[mt], tile::smem_addr(s_q + a_off + mt * 16 * Tr::kSmemRow + ks * 32));
+            }
           }
 #pragma unroll
-        for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
-          if constexpr (Tr::kTwoLevel) {
+          for (int np = 0; np < Tr::kNTilesSub / 2; ++np) {
+            uint32_t bk[4];
+            tile::ldmatrix_x4(bk, tile::smem_addr(sk_s + b_off + np * 16 * Tr::kSmemRow + ks * 32));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              float t0[4] = {0.f, 0.f, 0.f, 0.f}, t1[4] = {0.f, 0.f, 0.f, 0.f};
+              tile::mma(Mma{}, s[mt][2 * np], a[mt], bk[0], bk[1]);
+              tile::mma(Mma{}, s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+            }
+          }
+        }
+
+        // ---- mask (only tiles that straddle a boundary) ----
+        const int n0 = nb * kBlockN + sub * Tr::kSubN;
+        if (kMasked) {
+          const RowMask rm = RowMask::make(p, b);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              // Shift to tile-local columns so the per-element test is two int compares on constants.
+              const int row = warp_row0 + 16 * mt + 8 * r;
+              int lo, hi;
+              rm.row_bounds(row, lo, hi);
+              lo -= n0 + 2 * t;
+              hi -= n0 + 2 * t;
+#pragma unroll
+              for (int j = 0; j < Tr::kNTilesSub; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int cl = 8 * j + e;
+                  bool ok = cl >= lo && cl < hi;
+                  if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+                  if (!ok) s[mt][j][2 * r + e] = -INFINITY;
+                }
+            }
+        }
+
+        // ---- online softmax ----
+        // P~ packed per (m-tile, n-tile, row): 16-bit formats two halves per register, fp8 two bytes.
+        uint32_t pk[kMT][Tr::kNTilesSub][2];
+        float alpha[kMT][2];
+        if constexpr (!Tr::kIsFp8 && !kGuard) {
+          // 16-bit: new max and alpha first, then the O rescale (a branch), then exps, rounding and l sums
+          // as one straight block, so that the SFU exps overlap the conversions and adds (and the first
+          // P.V MMAs) instead of issuing as one burst before the rescale's branch.
+          float mc[kMT][2];
+          softmax_max_alpha(sm, s, c, alpha, mc);
+          rescale_o(acc, alpha);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            detail::exp_round_p<ET, Tr::kNTilesSub>(s[mt], pk[mt], sm[mt], c, mc[mt], detail::as_bool(l_fp32));
+        } else {
+          // fp8 (registers tighter: P packing and V^T fragments) and the redo kernel (rarely run; it
+          // keeps Q in shared memory and the NaN maps live): exps in place, then the rescale, then the
+          // rounding, with the l convention branched once around the whole loop.
+          softmax_update(sm, s, c, alpha);
+          rescale_o(acc, alpha);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if (detail::as_bool(l_fp32)) {
+              detail::round_p<ET, Tr::kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
+            } else {
+              detail::round_p<ET, Tr::kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
+            }
+          }
+        }
+
+        if constexpr (Tr::kStages == 1) {
+          tile::cp_async_wait<0>();
+          __syncthreads();
+          if (nb + 1 < nb_end) {
+            detail::load_tile<Tr, kBlockN>(s_k, k_g, k_row, (nb + 1) * kBlockN, mask.kv_len);
+            tile::cp_async_commit();
+          }
+          if constexpr (kGuard) {
+            if (kMasked) nan_guard::zero_tile_nans<Tr>(sv);
+          }
+          if constexpr (Tr::kIsFp8) {
+            detail::transpose_v_fp8<Tr>(sv, s_vt);
+            __syncthreads();
+          }
+        }
+
+        // ---- O += P~ V ----
+        if constexpr (!Tr::kIsFp8) {
+#pragma unroll
+          for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+            uint32_t a[kMT][4];
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              a[mt][0] = pk[mt][2 * kk][0];
+              a[mt][1] = pk[mt][2 * kk][1];
+              a[mt][2] = pk[mt][2 * kk + 1][0];
+              a[mt][3] = pk[mt][2 * kk + 1][1];
+            }
+#pragma unroll
+            for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
+              uint32_t bv[4];
+              tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
+#pragma unroll
+              for (int mt = 0; mt < kMT; ++mt) {
+                tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
+                tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+              }
+            }
+          }
+        } else {
+          uint32_t pa[kMT][Tr::kPVStepsSub][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+              pa[mt][kk][0] = pk[mt][4 * kk][0] | (pk[mt][4 * kk + 1][0] << 16);
+              pa[mt][kk][1] = pk[mt][4 * kk][1] | (pk[mt][4 * kk + 1][1] << 16);
+              pa[mt][kk][2] = pk[mt][4 * kk + 2][0] | (pk[mt][4 * kk + 3][0] << 16);
+              pa[mt][kk][3] = pk[mt][4 * kk + 2][1] | (pk[mt][4 * kk + 3][1] << 16);
+            }
+#pragma unroll
+          for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
+            if constexpr (Tr::kTwoLevel) {
+#pragma unroll
+              for (int mt = 0; mt < kMT; ++mt) {
+                float t0[4] = {0.f, 0.f, 0.f, 0.f}, t1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+                  uint32_t bv[4];
+                  tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
+                  tile::mma(Mma{}, t0, pa[mt][kk], bv[0], bv[1]);
+                  tile::mma(Mma{}, t1, pa[mt][kk], bv[2], bv[3]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  acc[mt][2 * dp][e] = __fadd_rn(acc[mt][2 * dp][e], t0[e]);
+                  acc[mt][2 * dp + 1][e] = __fadd_rn(acc[mt][2 * dp + 1][e], t1[e]);
+                }
+              }
+            } else {
 #pragma unroll
               for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
                 uint32_t bv[4];
                 tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
-                tile::mma(Mma{}, t0, pa[mt][kk], bv[0], bv[1]);
-                tile::mma(Mma{}, t1, pa[mt][kk], bv[2], bv[3]);
-              }
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                acc[mt][2 * dp][e] = __fadd_rn(acc[mt][2 * dp][e], t0[e]);
-                acc[mt][2 * dp + 1][e] = __fadd_rn(acc[mt][2 * dp + 1][e], t1[e]);
-              }
-            }
-          } else {
-#pragma unroll
-            for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
-              uint32_t bv[4];
-              tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
-#pragma unroll
-              for (int mt = 0; mt < kMT; ++mt) {
-                tile::mma(Mma{}, acc[mt][2 * dp], pa[mt][kk], bv[0], bv[1]);
-                tile::mma(Mma{}, acc[mt][2 * dp + 1], pa[mt][kk], bv[2], bv[3]);
+                for (int mt = 0; mt < kMT; ++mt) {
+                  tile::mma(Mma{}, acc[mt][2 * dp], pa[mt][kk], bv[0], bv[1]);
+                  tile::mma(Mma{}, acc[mt][2 * dp + 1], pa[mt][kk], bv[2], bv[3]);
+                }
               }
             }
           }
         }
       }
+    };
+    if constexpr (Tr::kIsFp8) {
+      run_tile(tile_masked, p.l_from_fp32_p);
+    } else if constexpr (kGuard) {
+      run_tile(tile_masked, std::bool_constant<Tr::kLFromFp32>{});
+    } else if (tile_masked) {
+      run_tile(std::true_type{}, std::bool_constant<Tr::kLFromFp32>{});
+    } else {
+      run_tile(std::false_type{}, std::bool_constant<Tr::kLFromFp32>{});
     }
   }
 
@@ -540,6 +669,15 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   }
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) sm[mt].finalize();
+  bool stored = false;  // 16-bit outputs with 16-byte aligned rows: through shared memory
+  if constexpr (!Tr::kIsFp8) {
+    if (p.num_splits == 1 && p.o_vec16) {
+      detail::store_o_via_smem<Tr>(p, acc, sm, s_q, b, h, m0, warp, lane);
+      stored = true;
+    }
+  }
+  if (stored) {
+  } else
   if (p.num_splits == 1) {
     auto* o_g = static_cast<OutBits*>(p.o) + static_cast<long long>(b) * p.o_stride[0] +
                 static_cast<long long>(h) * p.o_stride[1];

@@ -7,12 +7,12 @@
 
 namespace flashcheck::cuda {
 
-template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false>
+template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false, bool kLFromFp32 = false>
 cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
   constexpr TileShape shape = tile_options(kHeadDim, kTile);
-  using Tr = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, shape.stages>;
+  using Tr = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, shape.stages, kLFromFp32>;
   // The single-buffer pipeline needs one softmax step per tile; tiles stepping in 32-key parts keep two.
-  using Tr2 = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, 2>;
+  using Tr2 = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, 2, kLFromFp32>;
   if constexpr (Tr2::kSubTiles > 1) {
     return launch_fwd<Tr2>(p, stream);
   } else {
@@ -20,12 +20,12 @@ cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
   }
 }
 
-template <typename Elem, int kHeadDim, bool kTwoLevel = false>
+template <typename Elem, int kHeadDim, bool kTwoLevel = false, bool kLFromFp32 = false>
 cudaError_t launch_any_tile(int tile_index, const FwdParams& p, cudaStream_t stream) {
   switch (tile_index) {
-    case 0: return launch_tile<Elem, kHeadDim, 0, kTwoLevel>(p, stream);
-    case 1: return launch_tile<Elem, kHeadDim, 1, kTwoLevel>(p, stream);
-    case 2: return launch_tile<Elem, kHeadDim, 2, kTwoLevel>(p, stream);
+    case 0: return launch_tile<Elem, kHeadDim, 0, kTwoLevel, kLFromFp32>(p, stream);
+    case 1: return launch_tile<Elem, kHeadDim, 1, kTwoLevel, kLFromFp32>(p, stream);
+    case 2: return launch_tile<Elem, kHeadDim, 2, kTwoLevel, kLFromFp32>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -33,8 +33,12 @@ cudaError_t launch_any_tile(int tile_index, const FwdParams& p, cudaStream_t str
 template <int kHeadDim>
 cudaError_t dispatch_hdim_16bit(Recipe recipe, int tile_index, const FwdParams& p, cudaStream_t stream) {
   switch (recipe) {
-    case Recipe::kFp16: return launch_any_tile<Fp16, kHeadDim>(tile_index, p, stream);
-    case Recipe::kBf16: return launch_any_tile<Bf16, kHeadDim>(tile_index, p, stream);
+    case Recipe::kFp16:
+      return p.l_from_fp32_p ? launch_any_tile<Fp16, kHeadDim, false, true>(tile_index, p, stream)
+                             : launch_any_tile<Fp16, kHeadDim>(tile_index, p, stream);
+    case Recipe::kBf16:
+      return p.l_from_fp32_p ? launch_any_tile<Bf16, kHeadDim, false, true>(tile_index, p, stream)
+                             : launch_any_tile<Bf16, kHeadDim>(tile_index, p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -19,6 +19,7 @@ struct FwdParams {
   void* o;
   long long q_stride[3], k_stride[3], v_stride[3], o_stride[3];
   float* lse;  // [batch, heads_q, n_q] or nullptr
+  bool o_vec16;  // o and its row strides are 16-byte aligned: the epilogue stores whole 16-byte chunks
 
   int batch, heads_q, heads_kv, group;  // group = heads_q / heads_kv (GQA/MQA)
   int n_q, n_k, d;

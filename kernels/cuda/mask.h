@@ -15,6 +15,11 @@ struct RowMask {
   long long left, right;  // window bounds (kUnboundedWindow = none)
   const uint8_t* dense;   // nullptr or [n_q * n_k]
   int n_k;
+  // The band [row + band_lo, row + band_hi) of a row's window, its offsets saturated to [-n_q, kv_len]
+  // (which changes no clamped bound), so that row_bounds is 32-bit: 64-bit row arithmetic in the key loop
+  // kept sign-extended rows live across it, which cost the 128-key tiles their last registers. The runner
+  // keeps n_q and n_k below 2^30, so row + band fits an int.
+  int band_lo, band_hi;
 
   __host__ __device__ static RowMask make(const FwdParams& p, int b) {
     RowMask m;
@@ -30,6 +35,11 @@ struct RowMask {
     m.right = p.window_right;
     m.dense = p.dense_mask;
     m.n_k = p.n_k;
+    auto saturate = [&](long long x) {
+      return static_cast<int>(x < -static_cast<long long>(p.n_q) ? -p.n_q : (x > kl ? kl : x));
+    };
+    m.band_lo = m.has_window ? saturate(m.offset - m.left) : -p.n_q;
+    m.band_hi = m.has_window ? saturate(m.offset + m.right + 1) : kl;
     return m;
   }
 
@@ -46,15 +56,9 @@ struct RowMask {
   // Allowed key interval [lo, hi) of one row from the window and the key length alone (the dense mask
   // is checked per element). Computed once per row, so the per-element test is two int compares.
   __device__ __forceinline__ void row_bounds(int row, int& lo, int& hi) const {
-    long long l = 0, h = kv_len;
-    if (has_window) {
-      const long long c = static_cast<long long>(row) + offset;
-      l = c - left > l ? c - left : l;
-      h = c + right + 1 < h ? c + right + 1 : h;
-    }
-    if (h < l) h = l;
-    lo = static_cast<int>(l);
-    hi = static_cast<int>(h);
+    lo = max(row + band_lo, 0);
+    hi = min(row + band_hi, kv_len);
+    if (hi < lo) hi = lo;
   }
   __device__ __forceinline__ bool dense_allows(int row, int col) const {
     return !dense || dense[static_cast<long long>(row) * n_k + col];

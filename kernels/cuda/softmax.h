@@ -3,8 +3,8 @@
 // ROUNDING POINTS (the CPU emulation mirrors exactly these; every kernel file is compiled with
 // --fmad=false, so the only fused multiply-adds are the ones written as fmaf() below).
 // "Step" below = one online-softmax step over kSubN keys: the whole key tile Bc, or 32 keys for fp8
-// tiles with two 16-row m-tiles per warp and Bc > 32 (fwd_kernel.cuh, kSubN). Key steps are processed in
-// ascending key order.
+// tiles with two 16-row m-tiles per warp and Bc > 32, or 64 keys for 16-bit tiles with Bc = 128
+// (fwd_kernel.cuh, kSubN). Key steps are processed in ascending key order.
 //
 //  S    s_ij = MMA(Q, K^T): tensor-core dot product with fp32 accumulation (the hardware's internal order
 //       and rounding of the k-sum is not specified by NVIDIA; a CPU model treats it as an fp32 dot).
@@ -118,6 +118,51 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
         s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc));
         s[mt][j][2 * r + 1] = tile::ex2(__fmaf_rn(s[mt][j][2 * r + 1], c, -mc));
       }
+      sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
+    }
+}
+
+
+// The same step split in two, so that the caller can rescale O between them and the exps, the P~ rounding
+// and the l sums form one straight block: (1) new row max, alpha and m*c per row, l <- l * alpha;
+// (2) exp_round() below.
+template <int kMT, int kNTiles>
+__device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], const float (&s)[kMT][kNTiles][4],
+                                                  float c, float (&alpha)[kMT][2], float (&mc)[kMT][2]) {
+  float mx[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      constexpr int kChains = kNTiles < 4 ? kNTiles : 4;
+      float part[kChains];
+#pragma unroll
+      for (int j = 0; j < kChains; ++j) part[j] = fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
+#pragma unroll
+      for (int j = kChains; j < kNTiles; ++j)
+        part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+#pragma unroll
+      for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+        for (int j = 0; j + w < kChains; j += 2 * w) part[j] = fmaxf(part[j], part[j + w]);
+      mx[mt][r] = fmaxf(sm[mt].row_max[r], part[0]);
+    }
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 1));
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 2));
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool empty = mx[mt][r] == -INFINITY;
+      alpha[mt][r] = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(sm[mt].row_max[r], mx[mt][r]), c));
+      mc[mt][r] = empty ? 0.0f : __fmul_rn(mx[mt][r], c);
+      sm[mt].row_max[r] = mx[mt][r];
       sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
     }
 }

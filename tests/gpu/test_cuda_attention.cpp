@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -459,8 +460,9 @@ TEST(CudaFused, SplitKvInvarianceAndDeterminism) {
     }
 }
 
-// Device buffers in PyTorch's BNHD layout (non-contiguous BHND view), and a view with an inner stride of 2
-// that forces the repack path; both must equal the host-buffer result bit for bit.
+// Device buffers in PyTorch's BNHD layout (non-contiguous BHND view), a view with an inner stride of 2
+// that forces the repack path, and an output 4 bytes past a 16-byte boundary (written in place, but not
+// through the shared-memory epilogue's 16-byte stores); all must equal the host-buffer result bit for bit.
 TEST(CudaFused, DeviceBuffersAndStridedViews) {
   REQUIRE_GPU();
   Case c;
@@ -468,7 +470,7 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
   const Data d = make_data(c);
   Result host;
   ASSERT_TRUE(run_host(fcc::Subject::kFused, c, d, host).ok());
-  for (int inner : {1, 2}) {
+  for (auto [inner, o_shift] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{1, 2}}) {
     // BNHD storage with an optional gap between elements: element (b,h,n,x) at ((b*N + n)*H + h)*D*inner + x*inner.
     auto to_bnhd = [&](const std::vector<unsigned char>& src, int H, int N, std::vector<uint16_t>& dst) {
       dst.assign(size_t(c.batch) * N * H * c.d * inner, 0);
@@ -481,7 +483,7 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
     to_bnhd(d.v, c.hkv, c.nk, hv);
     void *dq, *dk, *dv, *dout;
     float* dlse;
-    const size_t osz = size_t(c.batch) * c.nq * c.hq * c.d * inner * 2;
+    const size_t osz = size_t(c.batch) * c.nq * c.hq * c.d * inner * 2 + size_t(o_shift) * 2;
     ASSERT_EQ(cudaMalloc(&dq, hq.size() * 2), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dk, hk.size() * 2), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dv, hv.size() * 2), cudaSuccess);
@@ -501,7 +503,8 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
     fc_problem p = problem_of(c, dd);
     fc_buffers b{};
     b.memory = FC_MEMORY_DEVICE;
-    b.q = bnhd(dq, c.hq, c.nq); b.k = bnhd(dk, c.hkv, c.nk); b.v = bnhd(dv, c.hkv, c.nk); b.o = bnhd(dout, c.hq, c.nq);
+    b.q = bnhd(dq, c.hq, c.nq); b.k = bnhd(dk, c.hkv, c.nk); b.v = bnhd(dv, c.hkv, c.nk);
+    b.o = bnhd(static_cast<uint16_t*>(dout) + o_shift, c.hq, c.nq);
     b.lse = dlse;
     b.stream = stream;
     const fcc::Status st = fcc::forward(fcc::Subject::kFused, p, b);
@@ -513,11 +516,11 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
     cudaMemcpy(lse.data(), dlse, lse.size() * 4, cudaMemcpyDeviceToHost);
     long mismatches = 0;
     for (int bb = 0; bb < c.batch; ++bb) for (int h = 0; h < c.hq; ++h) for (int n = 0; n < c.nq; ++n) for (int x = 0; x < c.d; ++x) {
-      const uint16_t bits = ho[(((size_t(bb) * c.nq + n) * c.hq + h) * c.d + x) * inner];
+      const uint16_t bits = ho[o_shift + (((size_t(bb) * c.nq + n) * c.hq + h) * c.d + x) * inner];
       const double got = decode(FC_RECIPE_BF16, reinterpret_cast<const unsigned char*>(&bits));
       if (got != host.o[((size_t(bb) * c.hq + h) * c.nq + n) * c.d + x]) ++mismatches;
     }
-    EXPECT_EQ(mismatches, 0) << "inner stride " << inner;
+    EXPECT_EQ(mismatches, 0) << "inner stride " << inner << ", output shifted by " << o_shift << " elements";
     for (size_t i = 0; i < lse.size(); ++i) EXPECT_EQ(lse[i], host.lse[i]);
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(dlse);
     cudaStreamDestroy(stream);
