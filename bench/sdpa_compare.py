@@ -6,10 +6,13 @@ the C ABI (include/flashcheck/plugin.h) on PyTorch's own device tensors and curr
 see the same GPU state, clocks and inputs. Shapes: the FA-3 paper grid, B*N = 16k tokens, H = 2048/d.
 FLOPs = 4*B*H*N^2*d, halved for causal. Timing: triton.testing.do_bench (CUDA events), median.
 
-Order matters on a GPU: the first function timed after a pause runs ~4-10% slower (measured on the H200:
-two identical builds of our plugin, each slower when timed first). So every shape is timed in --rounds
-rounds (default: one per candidate), the order rotating so that each candidate goes first once, and each
-candidate's figure is the median of its rounds.
+Order matters on a GPU: the first function timed after a pause runs ~4-10% slower, and so does the one
+timed right after cuDNN (its kernels draw the most power; measured on the H200 with identical builds of our
+plugin: reports/bench-order-h200 and reports/kernel-tuning-h200-s4). A plain rotation keeps the cyclic
+order, so one candidate always followed cuDNN; every shape is therefore timed in the rounds of a Williams
+design (bench/timing_order.py): each candidate goes first equally often and follows every other candidate
+equally often (n rounds for an even number n of candidates, 2n for odd n; --rounds R takes the first R).
+Each candidate's figure is the median of its rounds.
 
   python3 bench/sdpa_compare.py --plugin build/kernels/cuda/libflashcheck_cuda_plugin.so \
       [--dims 64,128] [--seqs 512,...,16384] [--dtypes bf16,fp16] [--fp8] [--json out.json]
@@ -17,12 +20,14 @@ candidate's figure is the median of its rounds.
                          # same one with another tile for head dim D, timed on the same shapes in the same
                          # run: column NAME and the ratio ours/NAME; repeat --ab for more candidates
 """
-import argparse, ctypes, json, math, os, sys
+import argparse, ctypes, json, math, os, sys, time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 import triton.testing as tt
+
+from timing_order import williams_orders  # bench/, next to this script
 
 FC_ABI_VERSION = 1
 RECIPE = {"fp32": 0, "fp16": 2, "bf16": 3, "e4m3": 4, "e5m2": 5}
@@ -107,8 +112,13 @@ def main():
     ap.add_argument("--check-max-n", type=int, default=4096, help="check our output vs fp32 math up to this N")
     ap.add_argument("--ab", action="append", default=[],
                     help="NAME=PATH[@dD:MxN,...]: another build (or tile) of our plugin, timed beside ours")
-    ap.add_argument("--rounds", type=int, default=0, help="timing rounds per shape (default: one per candidate)")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="timing rounds per shape (default: a full Williams design, n or 2n for n candidates)")
+    ap.add_argument("--host-overhead", action="store_true", help="also print each plugin's host time per call")
+    ap.add_argument("--preload", action="append", default=[],
+                    help="load this plugin first and never time it (a control for load-order effects)")
     a = ap.parse_args()
+    preloaded = [load_plugin(path) for path in a.preload]
     _lib, plugin = load_plugin(a.plugin)
     others = []  # (name, plugin, {d: (tile_m, tile_n)})
     keep = []
@@ -143,6 +153,8 @@ def main():
                     q, k, v = (torch.randn(B, H, N, d, device=dev, dtype=dtype) for _ in range(3))
                     o = torch.empty_like(q)
                     flops = 4 * B * H * N * N * d / (2 if causal else 1)
+                    for _plib, pre in preloaded:  # untimed: only so that ours is not the first plugin called
+                        make_call(pre, q, k, v, o, RECIPE[dname], causal)()
                     ours = make_call(plugin, q, k, v, o, RECIPE[dname], causal, tile=tuple(a.tile))
                     ours(); torch.cuda.synchronize()
                     row = {"dtype": dname, "d": d, "N": N, "B": B, "H": H, "causal": causal}
@@ -174,10 +186,20 @@ def main():
                             candidates.append((name, bench(f, be)))
                         except Exception:  # backend not available for this shape
                             row[name] = None
+                    if a.host_overhead:  # host time per call, launches queued without waiting (20 calls)
+                        for name, fn in [("ours", ours)] + [(n, make_call(pl, q, k, v, o, RECIPE[dname], causal))
+                                                            for n, pl, _ in others]:
+                            torch.cuda.synchronize()
+                            t0 = time.perf_counter()
+                            for _ in range(20):
+                                fn()
+                            row[name + "_host_us"] = round((time.perf_counter() - t0) / 20 * 1e6, 1)
+                        torch.cuda.synchronize()
                     times = {name: [] for name, _ in candidates}
-                    for r in range(a.rounds or len(candidates)):
-                        k0 = r % len(candidates)
-                        for name, measure in candidates[k0:] + candidates[:k0]:
+                    orders = williams_orders(len(candidates))
+                    for r in range(a.rounds or len(orders)):
+                        for i in orders[r % len(orders)]:
+                            name, measure = candidates[i]
                             times[name].append(measure())
                     for name, ms in times.items():
                         row[name] = flops / sorted(ms)[len(ms) // 2] / 1e9
