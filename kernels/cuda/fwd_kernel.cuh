@@ -163,14 +163,23 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* sv, unsigne
 }
 
 // p -> P~ (times kPScale, rounded to the input format, packed as the next MMA's A operand) and the
-// lane's l partial, in the order documented in softmax.h.
-template <typename ET, int kN, bool kLFromFp32>
-__device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm) {
+// lane's l partial, in the order documented in softmax.h. kExp: s still holds the scores and
+// p = exp2(s*c - m*c) is computed here, n-tile by n-tile, in one straight block with the rounding and the
+// sums, so that the SFU exps of one n-tile overlap the conversions and adds of the previous ones (the
+// 16-bit kernels); otherwise s holds p already (softmax_update). kLFromFp32 is a compile-time switch: a
+// run-time select there cost the 16-bit 128x64 tile 120 bytes of spills.
+template <typename ET, int kN, bool kLFromFp32, bool kExp = false>
+__device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
+                                        float c = 0.0f, const float (&mc)[2] = {0.0f, 0.0f}) {
 #pragma unroll
   for (int j = 0; j < kN; ++j)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float x0 = s[j][2 * r], x1 = s[j][2 * r + 1];
+      if constexpr (kExp) {
+        x0 = tile::ex2(__fmaf_rn(x0, c, -mc[r]));
+        x1 = tile::ex2(__fmaf_rn(x1, c, -mc[r]));
+      }
       if constexpr (ET::kPScale != 1.0f) {
         x0 = __fmul_rn(x0, ET::kPScale);
         x1 = __fmul_rn(x1, ET::kPScale);
@@ -179,29 +188,6 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
       pk[j][r] = ET::round_pair(x0, x1, r0, r1);
       sm.add(r, kLFromFp32 ? x0 : r0);
       sm.add(r, kLFromFp32 ? x1 : r1);
-    }
-}
-
-// p = exp2(s*c - m*c) and P~ and the l partial, n-tile by n-tile (softmax.h's order), in one straight
-// block: the SFU exps of one n-tile overlap the rounding and sums of the previous ones. l_from_fp32 is
-// a compile-time constant here (kLFromFp32): a run-time select cost the 128x64 tile 120 bytes of spills.
-template <typename ET, int kN>
-__device__ __forceinline__ void exp_round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
-                                            float c, const float (&mc)[2], bool l_from_fp32) {
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float x0 = tile::ex2(__fmaf_rn(s[j][2 * r], c, -mc[r]));
-      float x1 = tile::ex2(__fmaf_rn(s[j][2 * r + 1], c, -mc[r]));
-      if constexpr (ET::kPScale != 1.0f) {
-        x0 = __fmul_rn(x0, ET::kPScale);
-        x1 = __fmul_rn(x1, ET::kPScale);
-      }
-      float r0, r1;
-      pk[j][r] = ET::round_pair(x0, x1, r0, r1);
-      sm.add(r, l_from_fp32 ? x0 : r0);
-      sm.add(r, l_from_fp32 ? x1 : r1);
     }
 }
 
@@ -521,7 +507,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           rescale_o(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            detail::exp_round_p<ET, Tr::kNTilesSub>(s[mt], pk[mt], sm[mt], c, mc[mt], detail::as_bool(l_fp32));
+            detail::round_p<ET, Tr::kNTilesSub, Tr::kLFromFp32, true>(s[mt], pk[mt], sm[mt], c, mc[mt]);
         } else {
           // fp8 (registers tighter: P packing and V^T fragments) and the redo kernel (rarely run; it
           // keeps Q in shared memory and the NaN maps live): exps in place, then the rescale, then the

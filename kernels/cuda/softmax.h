@@ -70,15 +70,13 @@ struct OnlineSoftmax {
   }
 };
 
-// One online-softmax step for the kMT m-tiles of a warp: updates each row's max, turns s into
-// p = exp2(s*c - m*c) in place and returns the per-row rescale factor alpha (l is rescaled here, a by the
-// caller). s: [kMT][kNTiles][4] (c0,c1: row g; c2,c3: row g+8 of each m-tile). All rows go through each
-// stage together (chained and tree max, then the two quad shuffles, then the exps), so the shuffle and SFU latencies of
-// one row overlap those of the others; the values are those of a row-by-row loop (max is exact).
+// The new running max of each row of the kMT m-tiles of a warp: mx = max(m_old, max_j s_j), reduced over
+// the quad. All rows go through each stage together (chained and tree max, then the two quad shuffles),
+// so the shuffle latencies of one row overlap those of the others; the values are those of a row-by-row
+// loop (max is exact). s: [kMT][kNTiles][4] (c0,c1: row g; c2,c3: row g+8 of each m-tile).
 template <int kMT, int kNTiles>
-__device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (&s)[kMT][kNTiles][4], float c,
-                                               float (&alpha)[kMT][2]) {
-  float mx[kMT][2];
+__device__ __forceinline__ void new_row_max(const OnlineSoftmax (&sm)[kMT], const float (&s)[kMT][kNTiles][4],
+                                            float (&mx)[kMT][2]) {
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -105,6 +103,16 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 2));
+}
+
+// One online-softmax step for the kMT m-tiles of a warp (fp8 and the redo kernel): updates each row's
+// max, turns s into p = exp2(s*c - m*c) in place and returns the per-row rescale factor alpha (l is
+// rescaled here, a by the caller).
+template <int kMT, int kNTiles>
+__device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (&s)[kMT][kNTiles][4], float c,
+                                               float (&alpha)[kMT][2]) {
+  float mx[kMT][2];
+  new_row_max(sm, s, mx);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -122,39 +130,14 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
     }
 }
 
-
 // The same step split in two, so that the caller can rescale O between them and the exps, the P~ rounding
-// and the l sums form one straight block: (1) new row max, alpha and m*c per row, l <- l * alpha;
-// (2) exp_round() below.
+// and the l sums form one straight block (the 16-bit kernels): (1) here, the new row max, alpha and m*c
+// per row, and l <- l * alpha; (2) round_p with kExp (fwd_kernel.cuh).
 template <int kMT, int kNTiles>
 __device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], const float (&s)[kMT][kNTiles][4],
                                                   float c, float (&alpha)[kMT][2], float (&mc)[kMT][2]) {
   float mx[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      constexpr int kChains = kNTiles < 4 ? kNTiles : 4;
-      float part[kChains];
-#pragma unroll
-      for (int j = 0; j < kChains; ++j) part[j] = fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
-#pragma unroll
-      for (int j = kChains; j < kNTiles; ++j)
-        part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
-#pragma unroll
-      for (int w = 1; w < kChains; w *= 2)
-#pragma unroll
-        for (int j = 0; j + w < kChains; j += 2 * w) part[j] = fmaxf(part[j], part[j + w]);
-      mx[mt][r] = fmaxf(sm[mt].row_max[r], part[0]);
-    }
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 1));
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 2));
+  new_row_max(sm, s, mx);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
