@@ -633,9 +633,11 @@ int budget_tile_n(const Capabilities& caps, const FuzzCase& fc) {
   // Our CUDA kernel runs fp32 on its SIMT path with a fixed 4 x 32 tile whatever is asked
   // (kernels/cuda/fused_attention.cpp, as tools/report/campaign.cpp knows too).
   if (caps.name == "cuda-fa2" && fc.options.recipe == Recipe::fp32) return 32;
-  // A subject that may step in parts of a tile: the narrowest listed Bc (0, any Bc, if none).
-  if (caps.subtile_steps) return narrowest_listed_tile_n(caps);
-  return fc.options.tile_n > 0 ? fc.options.tile_n : 0;  // 0: unknown, the budget bounds any Bc
+  if (fc.options.tile_n > 0 && !caps.subtile_steps) return fc.options.tile_n;
+  // 0: unknown, the budget bounds any Bc (the default tile, or two-level accumulation, whose count is not
+  // monotone in Bc); an explicit tile of a subject that may step in parts of it: the narrowest listed Bc.
+  if (fc.options.tile_n == 0 || fc.options.two_level_accum) return 0;
+  return narrowest_listed_tile_n(caps);
 }
 
 namespace {

@@ -142,6 +142,9 @@ TEST(property_generators, budget_tile_width_is_the_softmax_step) {
   caps.subtile_steps = true;
   EXPECT_EQ(budget_tile_n(caps, p, o), 32);
   EXPECT_EQ(narrowest_listed_tile_n(caps), 32);
+  o.two_level_accum = true;  // its count is not monotone in Bc: the budget for any Bc
+  EXPECT_EQ(budget_tile_n(caps, p, o), 0);
+  o.two_level_accum = false;
   caps.tiles.clear();
   EXPECT_EQ(budget_tile_n(caps, p, o), 1);  // nothing listed: one key per step, the most steps
   EXPECT_EQ(narrowest_listed_tile_n(caps), 0);

@@ -73,10 +73,13 @@ int budget_tile_n(Subject& subject, const Capabilities& caps, const Problem& p, 
   // Our CUDA kernel runs fp32 on its SIMT path with a fixed 4 x 32 tile whatever is asked
   // (kernels/cuda/fused_attention.cpp, plan()).
   if (caps.name == "cuda-fa2" && o.recipe == Recipe::fp32) return 32;
-  // A subject that may step in parts of a tile: the narrowest listed Bc.
-  if (o.tile_n > 0 && caps.subtile_steps) return std::max(narrowest_listed_tile_n(caps), 1);
-  // A subject that chose its own tile and does not say which: Bc = 1, the most tiles and rescales.
-  return o.tile_n > 0 ? o.tile_n : 1;
+  if (o.tile_n > 0 && !caps.subtile_steps) return o.tile_n;
+  // The step is not known exactly. Two-level fp8 accumulation's count is not monotone in Bc: 0, the budget
+  // for any Bc (docs/error-analysis.md).
+  if (o.two_level_accum) return 0;
+  // A subject that may step in parts of a tile: the narrowest listed Bc. One that chose its own tile and
+  // does not say which: Bc = 1, the most tiles and rescales.
+  return o.tile_n > 0 ? std::max(narrowest_listed_tile_n(caps), 1) : 1;
 }
 
 // A plugin that refuses a problem its declared capabilities admit (our CUDA kernel declares the union
