@@ -60,6 +60,15 @@ struct OnlineSoftmax {
 
   __device__ __forceinline__ void add(int r, float value) { row_sum[r] = __fadd_rn(row_sum[r], value); }
 
+  // Row r's max becomes m_new (the quad-reduced step max): returns m*c for the exponents and sets the
+  // rescale factor alpha (1 and m*c = 0 while the row has seen only masked keys). l is rescaled by the caller.
+  __device__ __forceinline__ float raise_max(int r, float m_new, float c, float& alpha) {
+    const bool empty = m_new == -INFINITY;
+    alpha = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(row_max[r], m_new), c));
+    row_max[r] = m_new;
+    return empty ? 0.0f : __fmul_rn(m_new, c);
+  }
+
   // Combine the quad's partial sums: (l0 + l1) + (l2 + l3), identical in all four lanes.
   __device__ __forceinline__ void finalize() {
 #pragma unroll
@@ -117,10 +126,7 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const bool empty = mx[mt][r] == -INFINITY;
-      alpha[mt][r] = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(sm[mt].row_max[r], mx[mt][r]), c));
-      const float mc = empty ? 0.0f : __fmul_rn(mx[mt][r], c);
-      sm[mt].row_max[r] = mx[mt][r];
+      const float mc = sm[mt].raise_max(r, mx[mt][r], c, alpha[mt][r]);
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
         s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc));
@@ -142,10 +148,7 @@ __device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], cons
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const bool empty = mx[mt][r] == -INFINITY;
-      alpha[mt][r] = empty ? 1.0f : tile::ex2(__fmul_rn(__fsub_rn(sm[mt].row_max[r], mx[mt][r]), c));
-      mc[mt][r] = empty ? 0.0f : __fmul_rn(mx[mt][r], c);
-      sm[mt].row_max[r] = mx[mt][r];
+      mc[mt][r] = sm[mt].raise_max(r, mx[mt][r], c, alpha[mt][r]);
       sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
     }
 }
