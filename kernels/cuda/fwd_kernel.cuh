@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "element.h"
 #include "fwd_params.h"
@@ -67,12 +68,20 @@ struct FwdKernelTraits {
   static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
   // Keys per online-softmax step: the whole tile, except 32 for fp8 with two m-tiles (its P packing and
   // V^T fragments do not fit in registers beside S for 64+ keys) and 64 for 128-key tiles (S for 128
-  // keys beside O spills). The plugin says so (FC_CAP_SUBTILE_STEPS): budgets assume the narrowest tile.
+  // keys beside O, the mask and the boundary-tile state spills). The plugin says so
+  // (FC_CAP_SUBTILE_STEPS): budgets assume the narrowest tile.
   static constexpr int kSubN =
       (kMTiles == 2 && ET::kIsFp8 && kBlockN > 32) ? 32 : (kBlockN > 64 ? 64 : kBlockN);
   static constexpr int kSubTiles = kBlockN / kSubN;
   static constexpr int kNTilesSub = kSubN / 8;     // n-tiles of S per step
   static constexpr int kPVStepsSub = ET::kIsFp8 ? kSubN / 32 : kSubN / 16;
+  // Interior tiles (no mask) of the 16-bit 128-key tiles at d = 64 take the whole tile as one step: bf16
+  // d = 64 went from 0.956x to 0.994x flash against two 64-key steps in the same run, fp16 unchanged
+  // (docs/cuda-kernel.md, fifth session). It fits in registers only with the score GEMM's k-loop rolled
+  // and the lane's offsets and K/V addresses re-derived each tile (kLongSteps); with the l-from-fp32
+  // convention it still spills, so that convention keeps 64-key steps.
+  static constexpr int kSubNInterior = (!kIsFp8 && !kLFromFp32 && kHeadDim == 64 && kBlockN == 128) ? 128 : kSubN;
+  static constexpr bool kLongSteps = kSubNInterior > kSubN;
   static constexpr int kNTilesO = kHeadDim / 8;    // n-tiles of O
   // Q stays in registers when its fragment costs at most 32 registers per thread with one m-tile (d <=
   // 128), with two m-tiles at d = 32 and at d = 64 for 16-bit tiles with Bc <= 64, and at d = 256 (64
@@ -120,8 +129,11 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const unsigned cha
   }
   constexpr int kRowsPerPass = Tr::kNThreads % kChunks == 0 ? Tr::kNThreads / kChunks : 1;
   constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
-  const int c = threadIdx.x % kChunks;
-  const int r = threadIdx.x / kChunks;
+  // Long-step kernels read the thread index afresh at each call, so that ptxas cannot keep the hoisted
+  // per-thread K and V addresses (4 registers) live across the tile loop.
+  const unsigned tid = Tr::kLongSteps ? tile::thread_index_volatile() : threadIdx.x;
+  const int c = tid % kChunks;
+  const int r = tid / kChunks;
   if (kRowsPerPass > kRows && r >= kRows) return;
   const unsigned char* g = src + static_cast<long long>(row0 + r) * row_stride + c * 16;
   const uint32_t s = tile::smem_addr(dst + r * Tr::kSmemRow + c * 16);
@@ -168,11 +180,12 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* sv, unsigne
 // sums, so that the SFU exps of one n-tile overlap the conversions and adds of the previous ones (the
 // 16-bit kernels); otherwise s holds p already (softmax_update). kLFromFp32 is a compile-time switch: a
 // run-time select there cost the 16-bit 128x64 tile 120 bytes of spills.
-template <typename ET, int kN, bool kLFromFp32, bool kExp = false>
+// [kJ0, kJ1): the n-tiles to round (all by default); ascending calls keep the documented l order.
+template <typename ET, int kN, bool kLFromFp32, bool kExp = false, int kJ0 = 0, int kJ1 = kN>
 __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
                                         float c = 0.0f, const float (&mc)[2] = {0.0f, 0.0f}) {
 #pragma unroll
-  for (int j = 0; j < kN; ++j)
+  for (int j = kJ0; j < kJ1; ++j)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float x0 = s[j][2 * r], x1 = s[j][2 * r + 1];
@@ -189,6 +202,68 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
       sm.add(r, kLFromFp32 ? x0 : r0);
       sm.add(r, kLFromFp32 ? x1 : r1);
     }
+}
+
+// O += P~ V for the 16-bit recipes over the P.V k-steps [kKK0, kKK1) of a step (16 keys each): the
+// packed P~ of two n-tiles is the A operand as it stands; V comes through ldmatrix.trans.
+template <typename Tr, int kMT, int kN, int kKK0, int kKK1>
+__device__ __forceinline__ void pv_mma_16bit(float (&acc)[kMT][Tr::kNTilesO][4], const uint32_t (&pk)[kMT][kN][2],
+                                             const unsigned char* sv_s, int v_off) {
+  using Mma = typename Tr::ET::Mma;
+#pragma unroll
+  for (int kk = kKK0; kk < kKK1; ++kk) {
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      a[mt][0] = pk[mt][2 * kk][0];
+      a[mt][1] = pk[mt][2 * kk][1];
+      a[mt][2] = pk[mt][2 * kk + 1][0];
+      a[mt][3] = pk[mt][2 * kk + 1][1];
+    }
+#pragma unroll
+    for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
+      uint32_t bv[4];
+      tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
+        tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+      }
+    }
+  }
+}
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, kN - 1>{}), in order.
+template <typename F, int... kI>
+__device__ __forceinline__ void static_for_impl(F& f, std::integer_sequence<int, kI...>) {
+  (f(std::integral_constant<int, kI>{}), ...);
+}
+template <int kN, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, kN>{});
+}
+
+// A lane's shared-memory offsets (bytes) for ldmatrix and the row of its c0/c1 accumulators.
+// A operand (16 rows x 32 bytes): matrices (rows 0-7 | 8-15) x (bytes 0-15 | 16-31) in register order
+// a0..a3. B operand of Q.K^T from K[n][k]: matrices (n 0-7, k-lo), (n 0-7, k-hi), (n 8-15, k-lo),
+// (n 8-15, k-hi) = b0,b1 of n-tile 0, b0,b1 of n-tile 1. V (16-bit) through ldmatrix.trans: matrices
+// (keys 0-7 | 8-15) x (d 0-7 | 8-15) = b0,b1 of d-tile 0, ...
+struct LaneOffsets {
+  int a, b, v, vt;
+  int row0;  // m0 + the row of c0/c1 in m-tile 0
+  int t;     // lane % 4: the accumulator column pair 2t, 2t + 1 of each n-tile
+};
+template <typename Tr>
+__device__ __forceinline__ LaneOffsets lane_offsets(unsigned tid, int m0) {
+  const int warp = static_cast<int>(tid / 32), lane = static_cast<int>(tid % 32);
+  LaneOffsets o;
+  o.a = (warp * Tr::kWarpRows + (lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
+  o.b = ((lane % 8) + 8 * (lane / 16)) * Tr::kSmemRow + 16 * ((lane / 8) % 2);
+  o.v = ((lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
+  o.vt = ((lane % 8) + 8 * (lane / 16)) * Tr::kVtRow + 16 * ((lane / 8) % 2);
+  o.row0 = m0 + warp * Tr::kWarpRows + lane / 4;
+  o.t = lane % 4;
+  return o;
 }
 
 // The num_splits = 1 epilogue of the 16-bit recipes when O's rows are 16-byte aligned: O = a / l goes out
@@ -308,6 +383,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   auto* s_nan_rows = s_nan_tile + Tr::kBlockN * nan_guard::kWords<Tr>;
 
   static_assert(Tr::kStages == 2 || Tr::kSubTiles == 1, "one stage waits for V between S and P.V: one step");
+  static_assert(Tr::kStages == 2 || !Tr::kLongSteps);
   constexpr bool kQInRegs = Tr::kQInRegs && !kGuard;
   const detail::BlockPlace bp = detail::place_block<Tr>(p, bx, by, bz);
   const int h = bp.h, split = bp.split, b = bp.b, h_kv = bp.h_kv, m0 = bp.m0;
@@ -329,14 +405,8 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   const int k_row = static_cast<int>(p.k_stride[2] * ET::kBytes);
   const int v_row = static_cast<int>(p.v_stride[2] * ET::kBytes);
 
-  // Per-lane ldmatrix offsets (bytes). A operand (16 rows x 32 bytes): matrices (rows 0-7 | 8-15) x
-  // (bytes 0-15 | 16-31) in register order a0..a3. B operand of Q.K^T from K[n][k]: matrices
-  // (n 0-7, k-lo), (n 0-7, k-hi), (n 8-15, k-lo), (n 8-15, k-hi) = b0,b1 of n-tile 0, b0,b1 of n-tile 1.
-  const int a_off = (warp * Tr::kWarpRows + (lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
-  const int b_off = ((lane % 8) + 8 * (lane / 16)) * Tr::kSmemRow + 16 * ((lane / 8) % 2);
-  // V (16-bit) through ldmatrix.trans: matrices (keys 0-7 | 8-15) x (d 0-7 | 8-15) = b0,b1 of d-tile 0, ...
-  const int v_off = ((lane % 8) + 8 * ((lane / 8) % 2)) * Tr::kSmemRow + 16 * (lane / 16);
-  const int vt_off = ((lane % 8) + 8 * (lane / 16)) * Tr::kVtRow + 16 * ((lane / 8) % 2);
+  // Long-step kernels re-derive these in each tile and in the epilogue (kLongSteps).
+  const detail::LaneOffsets lane_off = detail::lane_offsets<Tr>(threadIdx.x, m0);
 
   constexpr int kMT = Tr::kMTiles;
   float acc[kMT][Tr::kNTilesO][4];
@@ -357,8 +427,6 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     if constexpr (Tr::kStages == 2) detail::load_tile<Tr, kBlockN>(s_v, v_g, v_row, nb_begin * kBlockN, mask.kv_len);
     tile::cp_async_commit();
   }
-
-  const int warp_row0 = m0 + warp * Tr::kWarpRows + g;  // row of c0/c1 in m-tile 0
 
   uint32_t q_frag[kQInRegs ? kMT : 1][kQInRegs ? Tr::kKSteps : 1][4];
   int stage = 0;
@@ -381,6 +449,9 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
       tile::cp_async_commit();
     }
 
+    const detail::LaneOffsets lt =
+        Tr::kLongSteps ? detail::lane_offsets<Tr>(tile::thread_index_volatile(), m0) : lane_off;
+    const int a_off = lt.a, b_off = lt.b, v_off = lt.v, vt_off = lt.vt, warp_row0 = lt.row0, t_col = lt.t;
     const int buf = Tr::kStages == 2 ? stage : 0;
     const unsigned char* sk = s_k + buf * Tr::kSmemKV;
     unsigned char* sv = s_v + buf * Tr::kSmemKV;
@@ -431,20 +502,28 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     // fp8 and the redo kernel keep one body with a run-time test: their registers are too tight for two.
     auto run_tile = [&](auto masked, auto l_fp32) {
       const bool kMasked = detail::as_bool(masked);  // a constant for the 16-bit bodies
+      // Interior bodies of long-step tiles take the whole tile at once (kSubNInterior).
+      constexpr bool kLong = std::is_same_v<decltype(masked), std::false_type> && Tr::kLongSteps;
+      constexpr int kSubN = kLong ? Tr::kSubNInterior : Tr::kSubN;
+      constexpr int kNTilesSub = kSubN / 8;
+      constexpr int kPVStepsSub = Tr::kIsFp8 ? kSubN / 32 : kSubN / 16;
 #pragma unroll 1
-      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-        const unsigned char* sk_s = sk + sub * Tr::kSubN * Tr::kSmemRow;
-        const unsigned char* sv_s = sv + sub * Tr::kSubN * Tr::kSmemRow;
-        const unsigned char* svt_s = s_vt + sub * Tr::kSubN;  // V^T: keys are columns
+      for (int sub = 0; sub < kBlockN / kSubN; ++sub) {
+        const unsigned char* sk_s = sk + sub * kSubN * Tr::kSmemRow;
+        const unsigned char* sv_s = sv + sub * kSubN * Tr::kSmemRow;
+        [[maybe_unused]] const unsigned char* svt_s = s_vt + sub * kSubN;  // V^T: keys are columns
         // ---- S = Q K^T (fp32) ----
-        float s[kMT][Tr::kNTilesSub][4];
+        float s[kMT][kNTilesSub][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int j = 0; j < Tr::kNTilesSub; ++j)
+          for (int j = 0; j < kNTilesSub; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.0f;
-#pragma unroll
+        // Long steps: the k-loop rolled, so that ptxas cannot keep K fragments of several k-steps in flight
+        // beside S for 128 keys (it spills otherwise).
+        constexpr int kKsUnroll = kLong ? 1 : Tr::kKSteps;
+#pragma unroll kKsUnroll
         for (int ks = 0; ks < Tr::kKSteps; ++ks) {
           uint32_t a[kMT][4];
 #pragma unroll
@@ -457,7 +536,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
             }
           }
 #pragma unroll
-          for (int np = 0; np < Tr::kNTilesSub / 2; ++np) {
+          for (int np = 0; np < kNTilesSub / 2; ++np) {
             uint32_t bk[4];
             tile::ldmatrix_x4(bk, tile::smem_addr(sk_s + b_off + np * 16 * Tr::kSmemRow + ks * 32));
 #pragma unroll
@@ -469,7 +548,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
         }
 
         // ---- mask (only tiles that straddle a boundary) ----
-        const int n0 = nb * kBlockN + sub * Tr::kSubN;
+        const int n0 = nb * kBlockN + sub * kSubN;
         if (kMasked) {
           const RowMask rm = RowMask::make(p, b);
 #pragma unroll
@@ -480,15 +559,15 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
               const int row = warp_row0 + 16 * mt + 8 * r;
               int lo, hi;
               rm.row_bounds(row, lo, hi);
-              lo -= n0 + 2 * t;
-              hi -= n0 + 2 * t;
+              lo -= n0 + 2 * t_col;
+              hi -= n0 + 2 * t_col;
 #pragma unroll
-              for (int j = 0; j < Tr::kNTilesSub; ++j)
+              for (int j = 0; j < kNTilesSub; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                   const int cl = 8 * j + e;
                   bool ok = cl >= lo && cl < hi;
-                  if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+                  if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t_col + cl);
                   if (!ok) s[mt][j][2 * r + e] = -INFINITY;
                 }
             }
@@ -496,9 +575,23 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 
         // ---- online softmax ----
         // P~ packed per (m-tile, n-tile, row): 16-bit formats two halves per register, fp8 two bytes.
-        uint32_t pk[kMT][Tr::kNTilesSub][2];
+        uint32_t pk[kMT][kNTilesSub][2];
         float alpha[kMT][2];
-        if constexpr (!Tr::kIsFp8 && !kGuard) {
+        if constexpr (kLong) {
+          // Long steps: as below, but P~ is rounded and multiplied into O in parts of 32 keys, so that the
+          // packed P~ of the whole step is never live beside S.
+          float mc[kMT][2];
+          softmax_max_alpha(sm, s, c, alpha, mc);
+          rescale_o(acc, alpha);
+          constexpr int kPart = 4;  // n-tiles per part
+          detail::static_for<kNTilesSub / kPart>([&](auto part) {
+            constexpr int j0 = decltype(part)::value * kPart, j1 = j0 + kPart;
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+              detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, j0, j1>(s[mt], pk[mt], sm[mt], c, mc[mt]);
+            detail::pv_mma_16bit<Tr, kMT, kNTilesSub, j0 / 2, j1 / 2>(acc, pk, sv_s, v_off);
+          });
+        } else if constexpr (!Tr::kIsFp8 && !kGuard) {
           // 16-bit: new max and alpha first, then the O rescale (a branch), then exps, rounding and l sums
           // as one straight block, so that the SFU exps overlap the conversions and adds (and the first
           // P.V MMAs) instead of issuing as one burst before the rescale's branch.
@@ -507,7 +600,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           rescale_o(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            detail::round_p<ET, Tr::kNTilesSub, Tr::kLFromFp32, true>(s[mt], pk[mt], sm[mt], c, mc[mt]);
+            detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true>(s[mt], pk[mt], sm[mt], c, mc[mt]);
         } else {
           // fp8 (registers tighter: P packing and V^T fragments) and the redo kernel (rarely run; it
           // keeps Q in shared memory and the NaN maps live): exps in place, then the rescale, then the
@@ -517,9 +610,9 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
             if (detail::as_bool(l_fp32)) {
-              detail::round_p<ET, Tr::kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
+              detail::round_p<ET, kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
             } else {
-              detail::round_p<ET, Tr::kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
+              detail::round_p<ET, kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
             }
           }
         }
@@ -542,33 +635,13 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 
         // ---- O += P~ V ----
         if constexpr (!Tr::kIsFp8) {
-#pragma unroll
-          for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
-            uint32_t a[kMT][4];
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              a[mt][0] = pk[mt][2 * kk][0];
-              a[mt][1] = pk[mt][2 * kk][1];
-              a[mt][2] = pk[mt][2 * kk + 1][0];
-              a[mt][3] = pk[mt][2 * kk + 1][1];
-            }
-#pragma unroll
-            for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
-              uint32_t bv[4];
-              tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
-#pragma unroll
-              for (int mt = 0; mt < kMT; ++mt) {
-                tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
-                tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
-              }
-            }
-          }
+          if constexpr (!kLong) detail::pv_mma_16bit<Tr, kMT, kNTilesSub, 0, kPVStepsSub>(acc, pk, sv_s, v_off);
         } else {
-          uint32_t pa[kMT][Tr::kPVStepsSub][4];
+          uint32_t pa[kMT][kPVStepsSub][4];
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-            for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+            for (int kk = 0; kk < kPVStepsSub; ++kk) {
               pa[mt][kk][0] = pk[mt][4 * kk][0] | (pk[mt][4 * kk + 1][0] << 16);
               pa[mt][kk][1] = pk[mt][4 * kk][1] | (pk[mt][4 * kk + 1][1] << 16);
               pa[mt][kk][2] = pk[mt][4 * kk + 2][0] | (pk[mt][4 * kk + 3][0] << 16);
@@ -581,7 +654,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
               for (int mt = 0; mt < kMT; ++mt) {
                 float t0[4] = {0.f, 0.f, 0.f, 0.f}, t1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-                for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+                for (int kk = 0; kk < kPVStepsSub; ++kk) {
                   uint32_t bv[4];
                   tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
                   tile::mma(Mma{}, t0, pa[mt][kk], bv[0], bv[1]);
@@ -595,7 +668,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
               }
             } else {
 #pragma unroll
-              for (int kk = 0; kk < Tr::kPVStepsSub; ++kk) {
+              for (int kk = 0; kk < kPVStepsSub; ++kk) {
                 uint32_t bv[4];
                 tile::ldmatrix_x4(bv, tile::smem_addr(svt_s + vt_off + dp * 16 * Tr::kVtRow + kk * 32));
 #pragma unroll
@@ -621,6 +694,8 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   }
 
   // ---- epilogue ----
+  const int warp_row0 =
+      Tr::kLongSteps ? detail::lane_offsets<Tr>(tile::thread_index_volatile(), m0).row0 : lane_off.row0;
   if constexpr (!kGuard) {
     // A NaN value can reach a row that does not see its key only through a boundary tile (the MMA's
     // 0 * NaN), and then some accumulator of the block is NaN. A warp holding a NaN flags itself and

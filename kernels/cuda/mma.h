@@ -70,6 +70,15 @@ __device__ __forceinline__ void mma(MmaE5M2, float (&d)[4], const uint32_t (&a)[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// threadIdx.x through a volatile read: the compiler can neither merge it with other reads nor hoist what
+// is computed from it out of a loop, so values derived from it are recomputed where they are used instead
+// of occupying registers in between (a lever on register pressure, fwd_kernel.cuh kLongSteps).
+__device__ __forceinline__ unsigned thread_index_volatile() {
+  unsigned tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  return tid;
+}
+
 // 2^x on the SFU: ex2.approx.ftz.f32 (max relative error ~2^-22, subnormal inputs/outputs flushed to 0).
 // Written out so that the kernel does not depend on how a CUDA version lowers exp2f().
 __device__ __forceinline__ float ex2(float x) {

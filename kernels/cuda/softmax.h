@@ -3,8 +3,9 @@
 // ROUNDING POINTS (the CPU emulation mirrors exactly these; every kernel file is compiled with
 // --fmad=false, so the only fused multiply-adds are the ones written as fmaf() below).
 // "Step" below = one online-softmax step over kSubN keys: the whole key tile Bc, or 32 keys for fp8
-// tiles with two 16-row m-tiles per warp and Bc > 32, or 64 keys for 16-bit tiles with Bc = 128
-// (fwd_kernel.cuh, kSubN). Key steps are processed in ascending key order.
+// tiles with two 16-row m-tiles per warp and Bc > 32, or 64 keys for 16-bit tiles with Bc = 128 except
+// the interior (unmasked) tiles at d = 64 with l from P~, which take all 128 (fwd_kernel.cuh, kSubN and
+// kSubNInterior). Key steps are processed in ascending key order.
 //
 //  S    s_ij = MMA(Q, K^T): tensor-core dot product with fp32 accumulation (the hardware's internal order
 //       and rounding of the k-sum is not specified by NVIDIA; a CPU model treats it as an fp32 dot).
