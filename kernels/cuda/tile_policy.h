@@ -21,7 +21,8 @@ inline constexpr int kNumTileOptions = 3;
 //  d=32:     64x64, 4 warps of 16 rows: at this d the MMA work per key is small and twice the blocks
 //            (and 3 blocks/SM at ~160 registers) win: 218 vs 196 TFLOP/s for 128x128 (causal 190 vs 163).
 //  d=64:     128x128, 4 warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs and
-//            the long key tile halves the barriers per key: 300 vs 287 (128x64) at N = 4096.
+//            the long key tile halves the barriers per key: 300 vs 287 (128x64) at N = 4096. Its interior
+//            tiles are one 128-key softmax step (fwd_kernel.cuh kLongSteps; bf16 +4% over 64-key steps).
 //  d=96:     128x64, 4 warps of 32 rows: 238 vs 230 (128x32) when it still stepped in 32 keys; not
 //            re-measured since its softmax takes the whole tile.
 //  d=128:    128x64, 4 warps of 32 rows, one stage: S for 64 keys beside the 128-register O, and the
