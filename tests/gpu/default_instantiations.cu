@@ -1,0 +1,40 @@
+// The forward instantiations that the tile policy (tile_policy.h) picks by default, and nothing else, so
+// that check_spills.cmake can read ptxas's report of exactly these: issue #5 asks for no local-memory
+// spills in the default instantiations. Compiled only by that test (nvcc -Xptxas -v), never linked.
+// FC_KNOWN_SPILLER adds instead one instantiation that is known to spill with CUDA 13.0 (bf16, d = 128,
+// 128x64, l from fp32 p): the check's own test that it sees a spill when there is one.
+#include "fwd_launch.cuh"
+
+namespace flashcheck::cuda {
+
+constexpr long long kLong = 1 << 20;  // a sequence length above every length rule of the policy
+
+#ifndef FC_KNOWN_SPILLER
+#define FC_DEFAULT_16BIT(D)                                                                              \
+  template cudaError_t launch_tile<Fp16, D, default_tile_index(D, false, false, kLong)>(const FwdParams&, \
+                                                                                      cudaStream_t);    \
+  template cudaError_t launch_tile<Bf16, D, default_tile_index(D, false, false, kLong)>(const FwdParams&, \
+                                                                                      cudaStream_t);
+#define FC_DEFAULT_FP8(D)                                                                               \
+  template cudaError_t launch_tile<E4M3, D, default_tile_index(D, true, false, kLong)>(const FwdParams&, \
+                                                                                     cudaStream_t);    \
+  template cudaError_t launch_tile<E5M2, D, default_tile_index(D, true, false, kLong)>(const FwdParams&, \
+                                                                                     cudaStream_t);
+FC_DEFAULT_16BIT(32)
+FC_DEFAULT_16BIT(64)
+FC_DEFAULT_16BIT(96)
+FC_DEFAULT_16BIT(128)
+FC_DEFAULT_16BIT(256)
+FC_DEFAULT_FP8(32)
+FC_DEFAULT_FP8(64)
+FC_DEFAULT_FP8(96)
+FC_DEFAULT_FP8(128)
+FC_DEFAULT_FP8(256)
+// Short causal sequences at d = 64 (the only length/mask rule of the policy).
+template cudaError_t launch_tile<Fp16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
+template cudaError_t launch_tile<Bf16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
+#else
+template cudaError_t launch_tile<Bf16, 128, 0, false, true>(const FwdParams&, cudaStream_t);
+#endif
+
+}  // namespace flashcheck::cuda
