@@ -309,6 +309,19 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             lhi += E[x] * ep + zeta_l[x];
           }
         }
+        // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
+        // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
+        // takes the larger of this and the lane sums above, so that it covers a kernel summing either way.
+        if (terms.l_accumulation && tc && !fa1 && !l_fp32) {
+          const int nbl = tile_unknown ? int(n) : n_blocks_all;
+          double excess_l = 0;
+          for (size_t x = 0; x < n; ++x)
+            if (E[x] * std::exp(-eta[x]) * S < mn_p) excess_l = std::max(excess_l, std::max(whi[x], mn_p / S));
+          const double chain = nbl * step * (1 + nbl * step) + gamma32(double(raises + merge)) +
+                               nbl * trunc_step * excess_l / den;
+          eps_l = std::max(eps_l, chain);
+          eps_l_prob = std::max(eps_l_prob, chain);  // truncation is one-signed: no sqrt(n) [H]
+        }
         const double floor_abs = terms.underflow ? (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (S * den) * vd : 0.0;
 
         for (int c = 0; c < p.dv; ++c) {
