@@ -50,6 +50,7 @@ struct Setup {
   float v_descale;    // fp8: fl32(v_descale), else 1
   int br, bc, splits;
   bool l_from_fp32;
+  bool l_tensor_core;  // l = P~ times ones on the tensor cores, as the 16-bit CUDA kernels sum it
   bool fa1;
   bool two_level;
 };
@@ -142,6 +143,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
   st.l_from_fp32 = o.l_from_fp32_p || bug_ == DeliberateBug::l_from_fp32_p_without_budget;
   st.fa1 = o.normalisation == Normalisation::fa1;
   st.two_level = st.fp8 && o.two_level_accum;
+  st.l_tensor_core = st.tensor_core && (o.recipe == Recipe::fp16 || o.recipe == Recipe::bf16) && !st.l_from_fp32 && !st.fa1;
   const Format operand = st.rs.operand;
   const Format out_fmt = st.rs.output;
 
@@ -273,6 +275,18 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
               for (int off = w / 2; off > 0; off /= 2)
                 for (int x = 0; x < off; ++x) tree[x] = tree[x] + tree[x + off];
               rs.l = (rescale_l ? rs.l * alpha : rs.l) + tree[0];
+            } else if (st.l_tensor_core) {
+              // One block FMA per b keys: P~ times 1 (exact products, alignment as for P.V), chained
+              // through l, as in the CUDA kernel's P.V loop.
+              if (rescale_l) rs.l = rs.l * alpha;
+              for (int x0 = 0; x0 < bc; x0 += blk) {
+                const int n = std::min(blk, bc - x0);
+                for (int t = 0; t < n; ++t) {
+                  terms[t] = pr[x0 + t];
+                  align[t] = alignment_magnitude(pr[x0 + t], mn_p);
+                }
+                rs.l = block_fma_step(rs.l, terms.data(), n, st.tcm.F, align.data());
+              }
             } else {
               if (rescale_l)
                 for (float& ll : rs.lane_l) ll = ll * alpha;
@@ -317,7 +331,8 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
               for (int c = 0; c < dv; ++c) rs.a[c] = rs.a[c] * inv;
             }
           }
-          if (!st.fa1 && !st.simt) rs.l = (rs.lane_l[0] + rs.lane_l[1]) + (rs.lane_l[2] + rs.lane_l[3]);
+          if (!st.fa1 && !st.simt && !st.l_tensor_core)
+            rs.l = (rs.lane_l[0] + rs.lane_l[1]) + (rs.lane_l[2] + rs.lane_l[3]);
           if (st.fa1 && st.splits > 1)
             for (int c = 0; c < dv; ++c) rs.a[c] = rs.a[c] * rs.l;  // back to unnormalised for the merge
         }

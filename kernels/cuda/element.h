@@ -26,6 +26,7 @@ template <> struct ElementTraits<Fp16> {
   static constexpr bool kIsFp8 = false;
   static constexpr float kPScale = 1.0f;  // P is rounded as is
   static constexpr uint32_t kNanAbove = 0x7c00u;  // |bits| above this is a NaN
+  static constexpr uint32_t kOnePair = 0x3c003c00u;  // (1, 1): the B operand that sums P~'s rows
   // Round two P values to fp16 (RN); return the packed pair and the rounded values as fp32.
   __device__ __forceinline__ static uint32_t round_pair(float a, float b, float& ra, float& rb) {
     const __half2 h = __floats2half2_rn(a, b);
@@ -47,6 +48,7 @@ template <> struct ElementTraits<Bf16> {
   static constexpr bool kIsFp8 = false;
   static constexpr float kPScale = 1.0f;
   static constexpr uint32_t kNanAbove = 0x7f80u;
+  static constexpr uint32_t kOnePair = 0x3f803f80u;
   // cvt.rn.bf16x2.f32 puts its first source in the upper half; widening back is a shift/mask (exact).
   __device__ __forceinline__ static uint32_t round_pair(float a, float b, float& ra, float& rb) {
     uint32_t packed;

@@ -299,12 +299,16 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     const TileShape t = tile_options(p.d, i);
     if (t.m == lp.tile_m && t.n == lp.tile_n) tile_index = i;
   }
-  // Redo flags of the tensor-core kernels' V NaN guard (value_nan_guard.h): only when some key tile can
-  // be a boundary tile.
+  // Redo flags (fwd_params.h): the tensor-core kernels' V NaN guard, when some key tile can be a boundary
+  // tile; and the 16-bit tiles with two m-tiles per warp, whose l accumulator the two share.
   DeviceAlloc redo(stream);
-  if (p.recipe != FC_RECIPE_FP32 && (fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0)) {
+  const TileShape shape = tile_options(p.d, tile_index);
+  fp.guard_values = fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0;
+  const bool shared_l = (p.recipe == FC_RECIPE_FP16 || p.recipe == FC_RECIPE_BF16) && !fp.l_from_fp32_p &&
+                        shape.m == 32 * shape.warps;
+  if (p.recipe != FC_RECIPE_FP32 && (fp.guard_values || shared_l)) {
     const size_t blocks = static_cast<size_t>((p.n_q + lp.tile_m - 1) / lp.tile_m) * p.heads_q * lp.num_splits * p.batch;
-    FC_CUDA_TRY(redo.alloc(blocks * tile_options(p.d, tile_index).warps));
+    FC_CUDA_TRY(redo.alloc(blocks * shape.warps));
     fp.redo = static_cast<uint8_t*>(redo.get());
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);

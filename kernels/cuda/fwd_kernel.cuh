@@ -33,6 +33,11 @@
 #ifndef FC_GUARD_VALUE_NANS
 #define FC_GUARD_VALUE_NANS 1
 #endif
+// 0 only to measure what l on the tensor cores gains (an A/B build for the benchmark): the lane sums it
+// replaces are also inside the budget (docs/error-analysis.md §3.8), but the emulation models this one.
+#ifndef FC_L_ON_TENSOR_CORES
+#define FC_L_ON_TENSOR_CORES 1
+#endif
 
 namespace flashcheck::cuda {
 
@@ -63,6 +68,12 @@ struct FwdKernelTraits {
   // flag: its instantiations are already doubled by kTwoLevel).
   static constexpr bool kLFromFp32 = kLFromFp32_;
   static_assert(!kLFromFp32 || !kIsFp8);
+  // l = P~ times a column of ones: one more MMA per 16 keys in the P.V loop (two m-tiles share it), instead
+  // of widening P~ back to fp32 and adding it on the FP32 pipe, 2 instructions per P~ (16-bit recipes, l
+  // from P~). Grid geomean, same run: fp16 1.025x flash against 0.970x with the lane sums, bf16 1.013x
+  // against 0.996x (docs/cuda-kernel.md, sixth session). The l-from-fp32 convention and fp8 keep the lane
+  // sums.
+  static constexpr bool kLOnTensorCores = FC_L_ON_TENSOR_CORES && !kIsFp8 && !kLFromFp32;
   static constexpr int kRowBytes = kHeadDim * ET::kBytes;
   static constexpr int kSmemRow = kRowBytes + 16;  // +16 B padding: conflict-free ldmatrix
   static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
@@ -181,7 +192,7 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* sv, unsigne
 // 16-bit kernels); otherwise s holds p already (softmax_update). kLFromFp32 is a compile-time switch: a
 // run-time select there cost the 16-bit 128x64 tile 120 bytes of spills.
 // [kJ0, kJ1): the n-tiles to round (all by default); ascending calls keep the documented l order.
-template <typename ET, int kN, bool kLFromFp32, bool kExp = false, int kJ0 = 0, int kJ1 = kN>
+template <typename ET, int kN, bool kLFromFp32, bool kExp = false, int kJ0 = 0, int kJ1 = kN, bool kSumL = true>
 __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
                                         float c = 0.0f, const float (&mc)[2] = {0.0f, 0.0f}) {
 #pragma unroll
@@ -199,16 +210,19 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
       }
       float r0, r1;
       pk[j][r] = ET::round_pair(x0, x1, r0, r1);
-      sm.add(r, kLFromFp32 ? x0 : r0);
-      sm.add(r, kLFromFp32 ? x1 : r1);
+      if constexpr (kSumL) {
+        sm.add(r, kLFromFp32 ? x0 : r0);
+        sm.add(r, kLFromFp32 ? x1 : r1);
+      }
     }
 }
 
 // O += P~ V for the 16-bit recipes over the P.V k-steps [kKK0, kKK1) of a step (16 keys each): the
-// packed P~ of two n-tiles is the A operand as it stands; V comes through ldmatrix.trans.
-template <typename Tr, int kMT, int kN, int kKK0, int kKK1>
+// packed P~ of two n-tiles is the A operand as it stands; V comes through ldmatrix.trans. With
+// kLOnTensorCores also l += P~ times ones, in the same k-steps (kRowwiseL: one accumulator per m-tile).
+template <typename Tr, int kMT, int kN, int kKK0, int kKK1, bool kRowwiseL = false>
 __device__ __forceinline__ void pv_mma_16bit(float (&acc)[kMT][Tr::kNTilesO][4], const uint32_t (&pk)[kMT][kN][2],
-                                             const unsigned char* sv_s, int v_off) {
+                                             const unsigned char* sv_s, int v_off, OnlineSoftmax (&sm)[kMT]) {
   using Mma = typename Tr::ET::Mma;
 #pragma unroll
   for (int kk = kKK0; kk < kKK1; ++kk) {
@@ -219,6 +233,37 @@ __device__ __forceinline__ void pv_mma_16bit(float (&acc)[kMT][Tr::kNTilesO][4],
       a[mt][1] = pk[mt][2 * kk][1];
       a[mt][2] = pk[mt][2 * kk + 1][0];
       a[mt][3] = pk[mt][2 * kk + 1][1];
+    }
+    if constexpr (Tr::kLOnTensorCores) {
+      constexpr uint32_t kOne = Tr::ET::kOnePair;
+      if constexpr (kMT == 1 || kRowwiseL) {
+        // B all ones: every column holds the row sums; columns 2t + 1 (the pads) only complete the quad.
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          float l4[4] = {sm[mt].row_sum[0], sm[mt].l_pad[0], sm[mt].row_sum[1], sm[mt].l_pad[1]};
+          tile::mma(Mma{}, l4, a[mt], kOne, kOne);
+          sm[mt].row_sum[0] = l4[0];
+          sm[mt].l_pad[0] = l4[1];
+          sm[mt].row_sum[1] = l4[2];
+          sm[mt].l_pad[1] = l4[3];
+        }
+      } else {
+        // Two m-tiles share one accumulator (pads for both spill): ones in the even columns for m-tile 0,
+        // in the odd ones for m-tile 1 (a lane's B column is lane / 4), so c0..c3 = l(0, g), l(1, g),
+        // l(0, g + 8), l(1, g + 8). The same sums, bit for bit, as the all-ones B, except that a NaN in
+        // one m-tile's P~ reaches the other's l through NaN * 0: the epilogue sends such a warp to the
+        // redo kernel, which takes the branch above (kRowwiseL).
+        static_assert(kMT == 2);
+        const uint32_t one_even = kOne & ((threadIdx.x & 4u) - 1u);  // lane / 4 even: ones
+        const uint32_t one_odd = kOne ^ one_even;
+        float l4[4] = {sm[0].row_sum[0], sm[1].row_sum[0], sm[0].row_sum[1], sm[1].row_sum[1]};
+        tile::mma(Mma{}, l4, a[0], one_even, one_even);
+        tile::mma(Mma{}, l4, a[1], one_odd, one_odd);
+        sm[0].row_sum[0] = l4[0];
+        sm[1].row_sum[0] = l4[1];
+        sm[0].row_sum[1] = l4[2];
+        sm[1].row_sum[1] = l4[3];
+      }
     }
 #pragma unroll
     for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
@@ -588,8 +633,9 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
             constexpr int j0 = decltype(part)::value * kPart, j1 = j0 + kPart;
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
-              detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, j0, j1>(s[mt], pk[mt], sm[mt], c, mc[mt]);
-            detail::pv_mma_16bit<Tr, kMT, kNTilesSub, j0 / 2, j1 / 2>(acc, pk, sv_s, v_off);
+              detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, j0, j1, !Tr::kLOnTensorCores>(s[mt], pk[mt],
+                                                                                                   sm[mt], c, mc[mt]);
+            detail::pv_mma_16bit<Tr, kMT, kNTilesSub, j0 / 2, j1 / 2>(acc, pk, sv_s, v_off, sm);
           });
         } else if constexpr (!Tr::kIsFp8 && !kGuard) {
           // 16-bit: new max and alpha first, then the O rescale (a branch), then exps, rounding and l sums
@@ -600,7 +646,8 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           rescale_o(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true>(s[mt], pk[mt], sm[mt], c, mc[mt]);
+            detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, 0, kNTilesSub, !Tr::kLOnTensorCores>(
+                s[mt], pk[mt], sm[mt], c, mc[mt]);
         } else {
           // fp8 (registers tighter: P packing and V^T fragments) and the redo kernel (rarely run; it
           // keeps Q in shared memory and the NaN maps live): exps in place, then the rescale, then the
@@ -612,7 +659,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
             if (detail::as_bool(l_fp32)) {
               detail::round_p<ET, kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
             } else {
-              detail::round_p<ET, kNTilesSub, false>(s[mt], pk[mt], sm[mt]);
+              detail::round_p<ET, kNTilesSub, false, false, 0, kNTilesSub, !Tr::kLOnTensorCores>(s[mt], pk[mt], sm[mt]);
             }
           }
         }
@@ -635,7 +682,8 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 
         // ---- O += P~ V ----
         if constexpr (!Tr::kIsFp8) {
-          if constexpr (!kLong) detail::pv_mma_16bit<Tr, kMT, kNTilesSub, 0, kPVStepsSub>(acc, pk, sv_s, v_off);
+          if constexpr (!kLong)
+            detail::pv_mma_16bit<Tr, kMT, kNTilesSub, 0, kPVStepsSub, kGuard>(acc, pk, sv_s, v_off, sm);
         } else {
           uint32_t pa[kMT][kPVStepsSub][4];
 #pragma unroll
@@ -705,12 +753,21 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     // the loop, which makes the fp8 d = 256 tile spill.)
     if (FC_GUARD_VALUE_NANS && p.redo) {
       bool nan[4] = {false, false, false, false};  // four short chains instead of one long one
+      if (p.guard_values) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int i = 0; i < Tr::kNTilesO; ++i)
+          for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) nan[e] = nan[e] || acc[mt][i][e] != acc[mt][i][e];
+            for (int e = 0; e < 4; ++e) nan[e] = nan[e] || acc[mt][i][e] != acc[mt][i][e];
+      }
+      // Two m-tiles' l in one accumulator: a NaN l may have come from the other m-tile (pv_mma_16bit).
+      if constexpr (Tr::kLOnTensorCores && kMT == 2) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) nan[2 * mt + r] = nan[2 * mt + r] || sm[mt].row_sum[r] != sm[mt].row_sum[r];
+      }
       const bool redo = __any_sync(0xffffffffu, nan[0] || nan[1] || nan[2] || nan[3]);
       const long long block = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
       if (lane == 0) p.redo[block * Tr::kNWarps + warp] = redo;
@@ -728,8 +785,11 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     __syncthreads();
     nan_guard::poison<Tr>(acc, s_nan_rows, warp * Tr::kWarpRows + g, t);
   }
+  // l on the tensor cores is already the whole row's sum in every lane of the quad.
+  if constexpr (!Tr::kLOnTensorCores) {
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) sm[mt].finalize();
+    for (int mt = 0; mt < kMT; ++mt) sm[mt].finalize();
+  }
   bool stored = false;  // 16-bit outputs with 16-byte aligned rows: through shared memory
   if constexpr (!Tr::kIsFp8) {
     if (p.num_splits == 1 && p.o_vec16) {

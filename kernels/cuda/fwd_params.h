@@ -47,10 +47,14 @@ struct FwdParams {
   float* ws_m;
   float* ws_l;
 
-  // One byte per warp of each block of the tensor-core grid, or nullptr when no key tile can be a boundary tile (no
-  // mask, no key lengths, n_k a multiple of the tile): fwd_kernel flags the blocks whose result the
-  // guarded fwd_redo_kernel recomputes (value_nan_guard.h). Written before read; never cleared.
+  // One byte per warp of each block of the tensor-core grid, or nullptr when no warp can need a redo:
+  // fwd_kernel flags the warps whose rows the guarded fwd_redo_kernel recomputes. Two causes: a NaN in V
+  // that a zero P may carry to rows that do not see its key, possible only when some key tile is a
+  // boundary tile (mask, key lengths, n_k not a multiple of the tile; guard_values, value_nan_guard.h);
+  // and a NaN in P~ that the 16-bit kernels with two m-tiles per warp carry into the other m-tile's l
+  // (fwd_kernel.cuh, pv_mma_16bit). Written before read; never cleared.
   uint8_t* redo;
+  bool guard_values;
 };
 
 }  // namespace flashcheck::cuda

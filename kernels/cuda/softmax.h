@@ -21,11 +21,16 @@
 //       l <- fl32(l * alpha),  a_ik <- fl32(a_ik * alpha).
 //  P~   P~_ij = round_to_input_format(p_ij * kPScale), RN (kPScale = 1 for fp16/bf16; 256 for fp8,
 //       where the conversion is RN with satfinite). P~ is the A operand of the P.V MMA.
-//  l    Per-thread partial sums, FA-2 style. Lane t of a quad owns, in the step's keys [n0, n0 + kSubN),
-//       the keys n0 + 8*j + 2t and n0 + 8*j + 2t + 1 for j = 0 .. kSubN/8 - 1. Per step, after l <- fl32(l*alpha),
-//       the lane adds its values one by one in the order j = 0, 1, ...; within j first key 2t then
-//       2t+1:  l <- fl32(l + P~_ij) (default) or fl32(l + p_ij * kPScale) (FC_FLAG_L_FROM_FP32_P).
-//       At the end the four lane partials are combined as (l0 + l1) + (l2 + l3) (shfl_xor 1 then 2).
+//  l    fp16 / bf16, l from P~ (default): on the tensor cores, l_i <- MMA(P~_i of 16 keys, ones, C = l_i),
+//       one block FMA per 16-key block of the step in ascending order (the P.V loop's k-steps), after
+//       l <- fl32(l*alpha): the same chain as a's with every V = 1. The row's whole sum, in every lane of
+//       the quad (fwd_kernel.cuh kLOnTensorCores).
+//       fp8, and FC_FLAG_L_FROM_FP32_P: per-thread partial sums, FA-2 style. Lane t of a quad owns, in the
+//       step's keys [n0, n0 + kSubN), the keys n0 + 8*j + 2t and n0 + 8*j + 2t + 1 for j = 0 .. kSubN/8 - 1.
+//       Per step, after l <- fl32(l*alpha), the lane adds its values one by one in the order j = 0, 1, ...;
+//       within j first key 2t then 2t+1: l <- fl32(l + P~_ij) (fp8) or fl32(l + p_ij * kPScale)
+//       (FC_FLAG_L_FROM_FP32_P). At the end the four lane partials are combined as (l0 + l1) + (l2 + l3)
+//       (shfl_xor 1 then 2).
 //  a    a_ik accumulates MMA(P~, V) in fp32 on the tensor cores, steps in ascending key order. (On sm_90a
 //       the SASS of the fp8 kernels shows only HMMA.16816.F32: ptxas lowers the fp8 mma.sync to fp16
 //       tensor-core ops, every e4m3/e5m2 value being exact in fp16.)
@@ -49,13 +54,17 @@ namespace flashcheck::cuda {
 // accumulator owns.
 struct OnlineSoftmax {
   float row_max[2];
-  float row_sum[2];  // this lane's partial l (combined across the quad only in finalize)
+  float row_sum[2];  // lane sums: this lane's partial l (combined across the quad only in finalize)
+  // l on the tensor cores with one accumulator per m-tile, {l(g), pad, l(g + 8), pad}: the pads (column
+  // 2t + 1, the same sums, never rescaled) only complete the register quad (fwd_kernel.cuh pv_mma_16bit).
+  float l_pad[2];
 
   __device__ __forceinline__ void init() {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_max[r] = -INFINITY;
       row_sum[r] = 0.0f;
+      l_pad[r] = 0.0f;
     }
   }
 
