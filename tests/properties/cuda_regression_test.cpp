@@ -174,5 +174,116 @@ TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
   }
 }
 
+// The 16-bit kernels sum l on the tensor cores (P~ times ones, fwd_kernel.cuh kLOnTensorCores), and with
+// two m-tiles per warp the two share one accumulator, so that a NaN in one row's P~ reaches the row 16
+// below or above it through NaN * 0. Such a warp must be redone (fwd_params.h redo), also on full tiles
+// with no mask, where the V NaN guard is off. A NaN in row 3 of Q (m-tile 0 of warp 0, partner row 19):
+// only row 3 may be NaN, every other row within the budget. Every head dim, split or not.
+TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  const Capabilities caps = cuda->capabilities();
+  for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
+    for (int d : caps.head_dims) {
+      for (int splits : {1, 2}) {
+        Problem p;
+        p.batch = 1;
+        p.heads_q = p.heads_kv = 2;
+        p.n_q = 128;
+        p.n_k = 256;  // a multiple of every key tile: no boundary tile
+        p.d = p.dv = d;
+        RunOptions o;
+        o.recipe = recipe;
+        o.num_splits = splits;
+        AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 21, &o);
+        const int bad_row = 3;
+        in.q[p.q_index(0, 1, bad_row, d / 2)] = NAN;
+        const SubjectOutput out = cuda->run(p, in, o);
+        const Float64Attention ref = exact_attention_f64(p, in);
+        const ErrorBudget budget = error_budget(p, in, o, budget_tile_n(caps, p, o), ref);
+        const BudgetVerdict v = check_against_budget(p, out.o, out.lse, ref, budget, recipe_spec(recipe).output);
+        const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d) +
+                                 " splits=" + std::to_string(splits);
+        EXPECT_EQ(v.violations, 0u) << what << ": worst error/bound " << v.max_ratio;
+        int nan_rows = 0;
+        for (int h = 0; h < p.heads_q; ++h)
+          for (int i = 0; i < p.n_q; ++i) {
+            const bool want = h == 1 && i == bad_row;
+            const bool got = std::isnan(out.lse[p.lse_index(0, h, i)]);
+            if (got) ++nan_rows;
+            if (want != got) ADD_FAILURE() << what << ": head " << h << " row " << i << (got ? " is NaN" : " is not NaN");
+          }
+        EXPECT_EQ(nan_rows, 1) << what;
+      }
+    }
+  }
+}
+
+// l on the tensor cores is a chain of block FMAs, l <- MMA(P~ of 16 keys, ones, C = l) (softmax.h; the
+// model: reference/tensor_core_model.h), not the fp32 lane sums it replaced. This checks the kernel's l
+// against both through the LSE, where l shows with nothing after it but logf: scale = ln 2 makes the
+// exponent's constant c = 1 exactly, integer scores make every P~ an exact power of two (2^0 for key 0,
+// the row max, then 2^-20 .. 2^-32; fp16 keeps 2^-24 and flushes the rest to 0, as the emulation does),
+// so the kernel and the emulation agree on every P~ and differ, if at all, only in how l sums them. l is
+// just above 1, where log l ~ l - 1 carries few bits: one ulp of l moves the LSE by thousands of its
+// ulps. The GPU must match the chain to 2 ulps (the two logf's), and differ from the lane sums by more
+// than 8 ulps in a quarter of the rows, or the test could not tell them apart (a model of the inputs
+// predicted 28 rows in 32, 2026-11-30).
+TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  auto emulation = make_subject("emulation");
+  for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
+    for (int d : {64, 128}) {
+      Problem p;
+      p.batch = 1;
+      p.heads_q = p.heads_kv = 1;
+      p.n_q = 128;
+      p.n_k = 1024;
+      p.d = p.dv = d;
+      p.scale = std::log(2.0);
+      RunOptions o;
+      o.recipe = recipe;
+      AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 5, &o);
+      std::mt19937_64 rng(77 + d);
+      std::uniform_int_distribution<int> bit(0, 1), small(-4, 0);
+      for (double& q : in.q) q = 0;
+      for (double& k : in.k) k = 0;
+      for (int i = 0; i < p.n_q; ++i) {
+        in.q[p.q_index(0, 0, i, 0)] = 1;
+        for (int c = 1; c < 4; ++c) in.q[p.q_index(0, 0, i, c)] = bit(rng);
+      }
+      for (int j = 1; j < p.n_k; ++j) {  // key 0 stays 0: score 0, the max of every row
+        in.k[p.k_index(0, 0, j, 0)] = -20;
+        for (int c = 1; c < 4; ++c) in.k[p.k_index(0, 0, j, c)] = small(rng);
+      }
+      const SubjectOutput got = cuda->run(p, in, o);
+      const SubjectOutput emu = emulation->run(p, in, o);
+      const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d);
+      int off_chain = 0, off_lanes = 0;
+      for (int i = 0; i < p.n_q; ++i) {
+        // The lane sums: lane t of a quad adds keys 8j + 2t, 8j + 2t + 1 in order; then (l0 + l1) + (l2 + l3).
+        float lane[4] = {0, 0, 0, 0};
+        for (int j = 0; j < p.n_k; ++j) {
+          double s = 0;
+          for (int c = 0; c < 4; ++c) s += in.q[p.q_index(0, 0, i, c)] * in.k[p.k_index(0, 0, j, c)];
+          lane[(j % 8) / 2] += static_cast<float>(round_to(recipe_spec(recipe).p_format, std::exp2(s)));
+        }
+        const float lse_lanes = std::log((lane[0] + lane[1]) + (lane[2] + lane[3]));
+        const float g = static_cast<float>(got.lse[i]), e = static_cast<float>(emu.lse[i]);
+        const float ulp = std::nextafter(e, INFINITY) - e;
+        if (std::fabs(g - e) > 2 * ulp && ++off_chain <= 3)
+          ADD_FAILURE() << what << " row " << i << ": GPU LSE " << g << " vs the chain's " << e << " ("
+                        << (g - e) / ulp << " ulps)";
+        if (std::fabs(g - lse_lanes) > 8 * ulp) ++off_lanes;
+      }
+      EXPECT_EQ(off_chain, 0) << what;
+      EXPECT_GT(off_lanes, p.n_q / 4) << what << ": the lane sums give the same LSE; the test cannot tell";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fc
