@@ -106,4 +106,28 @@ inline AttentionInputs aligned_rounding(const Problem& p, Recipe r, uint64_t see
   return in;
 }
 
+// Row sums that show how they were summed (docs/error-analysis.md §3.8): with scale = ln 2 the exponent's
+// constant c is 1 exactly, and integer scores make every p = 2^s exact. Key 0 scores 0 (every row's max,
+// so that LSE = logf(l)), the others -20 plus up to three terms in [-4, 0]: P from 2^-20 down to 2^-32,
+// whose sums round (fp16 keeps 2^-24 and flushes the rest). Q rows (1, b1, b2, b3, 0, ...), bits random.
+inline void power_of_two_weights(Problem& p, AttentionInputs& in, uint64_t seed) {
+  p.scale = std::log(2.0);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> bit(0, 1), small(-4, 0);
+  std::fill(in.q.begin(), in.q.end(), 0.0);
+  std::fill(in.k.begin(), in.k.end(), 0.0);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.n_q; ++i) {
+        in.q[p.q_index(b, h, i, 0)] = 1;
+        for (int c = 1; c < 4; ++c) in.q[p.q_index(b, h, i, c)] = bit(rng);
+      }
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_kv; ++h)
+      for (int64_t j = 1; j < p.n_k; ++j) {
+        in.k[p.k_index(b, h, j, 0)] = -20;
+        for (int c = 1; c < 4; ++c) in.k[p.k_index(b, h, j, c)] = small(rng);
+      }
+}
+
 }  // namespace fc::adversarial

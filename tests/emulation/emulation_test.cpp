@@ -5,10 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/distributions.h"
 #include "reference/error_budget.h"
+#include "reference/formats.h"
+#include "reference/tensor_core_model.h"
 #include "tests/budget/adversarial.h"
 
 namespace fc {
@@ -127,6 +131,50 @@ TEST(Emulation, SplitKvMatchesUnsplitClosely) {
   const SubjectOutput b = k.run(p, in, o);
   for (size_t x = 0; x < a.o.size(); ++x) EXPECT_NEAR(a.o[x], b.o[x], 1e-5);
   EXPECT_EQ(check(k, p, in, o).violations, 0u);
+}
+
+// How the emulation sums l (docs/error-analysis.md §1): fp16/bf16 with l from P~ as the CUDA kernel does,
+// a chain of tensor-core block FMAs l <- MMA(P~ of 16 keys, ones, C = l); FC_FLAG_L_FROM_FP32_P (and fp8)
+// as quad-lane fp32 sums. On inputs where l shows bit for bit in the LSE (power_of_two_weights; the H200
+// test CudaRegression.RowSumIsTheTensorCoreChain uses them too). Fails with lane sums for fp16/bf16
+// (checked by hand, 2026-11-30: 52 failures).
+TEST(Emulation, RowSumIsTheTensorCoreChainFor16BitRecipes) {
+  Problem p = small_problem(32, 1024, 16);
+  EmulatedKernel emu;
+  for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
+    RunOptions o;
+    o.recipe = recipe;
+    AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 3, &o);
+    adversarial::power_of_two_weights(p, in, 9);
+    const BlockFmaModel tcm = tensor_core_model(recipe);
+    const double mn_p = spec(recipe_spec(recipe).p_format).min_normal();
+    for (bool l_fp32 : {false, true}) {
+      o.l_from_fp32_p = l_fp32;
+      const SubjectOutput out = emu.run(p, in, o);
+      int chain_differs_from_lanes = 0;
+      for (int i = 0; i < p.n_q; ++i) {
+        std::vector<double> w(p.n_k), align(p.n_k);
+        float lane[4] = {0, 0, 0, 0};
+        for (int j = 0; j < p.n_k; ++j) {
+          double s = 0;
+          for (int c = 0; c < 4; ++c) s += in.q[p.q_index(0, 0, i, c)] * in.k[p.k_index(0, 0, j, c)];
+          const double pj = std::exp2(s);
+          w[j] = l_fp32 ? pj : round_to(recipe_spec(recipe).p_format, pj);
+          align[j] = alignment_magnitude(w[j], mn_p);
+          lane[(j % 8) / 2] += static_cast<float>(w[j]);
+        }
+        float chain = 0;
+        for (int j0 = 0; j0 < p.n_k; j0 += tcm.b) chain = block_fma_step(chain, &w[j0], tcm.b, tcm.F, &align[j0]);
+        const float lanes = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+        const float want = std::log(l_fp32 ? lanes : chain);
+        EXPECT_EQ(static_cast<float>(out.lse[i]), want) << recipe_spec(recipe).name << " l_from_fp32_p=" << l_fp32
+                                                        << " row " << i;
+        if (chain != lanes) ++chain_differs_from_lanes;
+      }
+      // Otherwise the comparison above could not tell the two sums apart.
+      EXPECT_GT(chain_differs_from_lanes, p.n_q / 4) << recipe_spec(recipe).name;
+    }
+  }
 }
 
 TEST(Emulation, TenMillionMultiplyAddsWellUnderASecond) {

@@ -13,6 +13,7 @@
 #include "reference/error_budget.h"
 #include "reference/exact_attention.h"
 #include "reference/formats.h"
+#include "tests/budget/adversarial.h"
 
 namespace fc {
 namespace {
@@ -243,22 +244,10 @@ TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
       p.n_q = 128;
       p.n_k = 1024;
       p.d = p.dv = d;
-      p.scale = std::log(2.0);
       RunOptions o;
       o.recipe = recipe;
       AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 5, &o);
-      std::mt19937_64 rng(77 + d);
-      std::uniform_int_distribution<int> bit(0, 1), small(-4, 0);
-      for (double& q : in.q) q = 0;
-      for (double& k : in.k) k = 0;
-      for (int i = 0; i < p.n_q; ++i) {
-        in.q[p.q_index(0, 0, i, 0)] = 1;
-        for (int c = 1; c < 4; ++c) in.q[p.q_index(0, 0, i, c)] = bit(rng);
-      }
-      for (int j = 1; j < p.n_k; ++j) {  // key 0 stays 0: score 0, the max of every row
-        in.k[p.k_index(0, 0, j, 0)] = -20;
-        for (int c = 1; c < 4; ++c) in.k[p.k_index(0, 0, j, c)] = small(rng);
-      }
+      adversarial::power_of_two_weights(p, in, 77 + d);
       const SubjectOutput got = cuda->run(p, in, o);
       const SubjectOutput emu = emulation->run(p, in, o);
       const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d);
