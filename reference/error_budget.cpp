@@ -376,6 +376,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double Tc_prob = std::min(Tc, (num_det + lambda * uP * std::sqrt(num_p2)) / den);
           const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
           auto total = [&](double tc_, double tp_, double epv, double el) {
+            // eps_l >= 1 (the chain's alignment excess over a vanishing lower bound of l, with scores far
+            // outside the model): l may be 0, so no claim. Found by the libFuzzer target (negative bound).
+            if (!(el < 1)) return inf;
             const double Y = std::fabs(O) + oe + tc_ + tp_;
             const double top = Vop;
             const double eacc = (epv * Wn + Xn * (1 + epv) + el * Y) / (1 - el);
@@ -392,6 +395,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // LSE [R]: lse = fl(fl(m^ se) + fl(logf(l) - offset)); the weights' errors reach log l through
         // L = max(log(l_hi / sum E), -log(l_lo / sum E)).
         auto lse_total = [&](double el) {
+          if (!(el < 1)) return inf;
           const double lo = den * (1 - el), hi = lhi * (1 + el);
           const double L = std::max(std::log(hi / sumE), -std::log(lo / sumE));
           const double logl = std::fabs(std::log(S * sumE)) + L + sigma * eps_max;
