@@ -26,7 +26,7 @@
 
 #include "flashcheck/plugin.h"
 #include "fused_attention.h"
-#include "tile_policy.h"
+#include "kernels/tile_policy.h"
 
 namespace fcc = flashcheck::cuda;
 
@@ -212,8 +212,8 @@ int main(int argc, char** argv) {
           b.stream = stream;
           std::vector<std::pair<int, int>> tiles;
           if (o.tile_sweep) {
-            for (int t = 0; t < flashcheck::cuda::kNumTileOptions; ++t) {
-              const auto ts = flashcheck::cuda::tile_options(d, t);
+            for (int t = 0; t < fc::tiles::kNumTileOptions; ++t) {
+              const auto ts = fc::tiles::tile_options(d, t);
               tiles.push_back({ts.m, ts.n});
             }
           } else {

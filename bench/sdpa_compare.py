@@ -29,7 +29,7 @@ import triton.testing as tt
 
 from timing_order import williams_orders  # bench/, next to this script
 
-FC_ABI_VERSION = 1
+FC_ABI_VERSIONS = (1, 2)  # include/flashcheck/plugin.h: FC_ABI_VERSION_MIN .. FC_ABI_VERSION
 RECIPE = {"fp32": 0, "fp16": 2, "bf16": 3, "e4m3": 4, "e5m2": 5}
 FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT = 0, 1
 FC_MEMORY_DEVICE = 2
@@ -52,7 +52,8 @@ class FcProblem(ctypes.Structure):
 
 class FcBuffers(ctypes.Structure):
     _fields_ = [("memory", ctypes.c_int32), ("q", FcTensor), ("k", FcTensor), ("v", FcTensor), ("o", FcTensor),
-                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+                ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                ("plan", ctypes.c_void_p)]  # ABI v2: NULL, the run plan is not read here
 
 
 CAPS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
@@ -69,8 +70,8 @@ def load_plugin(path):
     entry = lib.flashcheck_plugin_entry
     entry.restype = ctypes.POINTER(FcPlugin)
     plugin = entry().contents
-    if plugin.abi_version != FC_ABI_VERSION:
-        sys.exit(f"plugin ABI {plugin.abi_version} != {FC_ABI_VERSION}")
+    if plugin.abi_version not in FC_ABI_VERSIONS:
+        sys.exit(f"plugin ABI {plugin.abi_version} not in {FC_ABI_VERSIONS}")
     return lib, plugin
 
 

@@ -54,11 +54,20 @@ std::optional<std::string> unsupported(const Capabilities& caps, const Problem& 
   return std::nullopt;
 }
 
-int narrowest_listed_tile_n(const Capabilities& caps) {
-  int best = 0;
-  for (const TileSize& t : caps.tiles)
-    if (t.n > 0 && (best == 0 || t.n < best)) best = t.n;
-  return best;
+std::string describe_plan(const RunPlan& plan) {
+  std::string s = plan.tile.m > 0 || plan.tile.n > 0
+                      ? "tile " + std::to_string(plan.tile.m) + "x" + std::to_string(plan.tile.n)
+                      : std::string("tile not reported");
+  s += plan.step_n > 0 ? ", steps of " + std::to_string(plan.step_n) + " keys" : ", softmax step unknown";
+  s += plan.num_splits > 0 ? ", " + std::to_string(plan.num_splits) + (plan.num_splits == 1 ? " split" : " splits")
+                           : ", splits unknown";
+  s += !plan.l_from_fp32_p ? ", l convention unknown"
+                           : *plan.l_from_fp32_p ? ", l from the fp32 p" : ", l from the rounded P";
+  s += !plan.accumulation                                 ? ", accumulation unknown"
+       : *plan.accumulation == Accumulation::tensor_core ? ", tensor-core accumulation"
+                                                          : ", sequential fp32 accumulation";
+  if (plan.two_level_accum) s += *plan.two_level_accum ? ", two-level P.V" : ", one P.V chain";
+  return s;
 }
 
 }  // namespace fc

@@ -45,20 +45,45 @@ struct Capabilities {
 // and count them, so a report can say what was skipped.
 std::optional<std::string> unsupported(const Capabilities& caps, const Problem& p, const RunOptions& o);
 
-// The narrowest Bc in the subject's tile list, or 0 when it lists none.
-int narrowest_listed_tile_n(const Capabilities& caps);
+
+// What a subject actually ran, as far as it says. The error budget is built from it
+// (properties/check_pipeline.h), and from the conservative side of every field left unknown: a kernel
+// that says nothing gets the bound that holds whatever it did.
+struct RunPlan {
+  TileSize tile;     // the tile that ran ({0, 0}: not reported)
+  int step_n = 0;    // keys per online-softmax step: the narrowest step the run took, every step starting
+                     // on a multiple of it (0: unknown). More, narrower steps mean more running-max raises.
+  int num_splits = 0;                         // split-KV chunks merged at the end (0: unknown)
+  std::optional<bool> l_from_fp32_p;          // l summed from the fp32 p (true) or the rounded P (false)
+  std::optional<Accumulation> accumulation;   // how S and P.V were accumulated
+  std::optional<bool> two_level_accum;        // fp8: P.V promoted to fp32 every tile
+  bool operator==(const RunPlan&) const = default;
+};
+
+// One line, e.g. "tile 128x64, steps of 64 keys, 1 split, l from the rounded P, tensor-core accumulation".
+std::string describe_plan(const RunPlan& plan);
 
 struct SubjectOutput {
   std::vector<double> o;    // [B, Hq, Nq, dv], the exact values of the output format
   std::vector<double> lse;  // [B, Hq, Nq]; empty if the subject has no LSE
   std::vector<double> o_unrounded;  // optional: O just before the rounding to the output format (the CPU
                                     // emulation fills it; empty for other subjects)
+  RunPlan plan;             // what ran; fields the subject does not report stay unknown
 };
 
 // A subject reports failure (a CUDA error, a plugin's error code) by throwing SubjectError: it is a
 // failed run, never a pass.
 struct SubjectError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// A subject declines a (problem, options) pair that is valid but outside what it runs (a plugin's
+// FC_ERR_UNSUPPORTED: our CUDA kernel declares the union of its tiles over head dims and declines a tile
+// not compiled for this d). Callers count it as a skip, never as a pass or a failure.
+struct SubjectRefused : SubjectError {
+  explicit SubjectRefused(std::string reason_)
+      : SubjectError("refused as unsupported: " + reason_), reason(std::move(reason_)) {}
+  std::string reason;  // the subject's own words, without the problem (skip counts group by it)
 };
 
 class Subject {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "properties/check_pipeline.h"
 #include "reference/error_budget.h"
 
 namespace fc {
@@ -21,22 +22,18 @@ struct Failure {
   std::string what;
 };
 
-// Thrown when the subject refuses a case its capabilities cover only as a union (a plugin's
-// FC_ERR_UNSUPPORTED: the CUDA kernel compiles each tile for some head dims only): a skip, not a failure.
-struct Refused {
-  std::string what;
-};
-
 [[noreturn]] void fail(const std::string& what) { throw Failure{what}; }
 
+// A subject that declines a case (SubjectRefused: outside its capabilities, or refused by the subject
+// itself, as the CUDA kernel refuses a tile not compiled for this d) is a skip, not a failure.
 template <class Body>
 PropertyResult guarded(Body&& body) {
   try {
     return body();
   } catch (const Failure& f) {
     return PropertyResult::fail(f.what);
-  } catch (const Refused& r) {
-    return PropertyResult::skip(r.what);
+  } catch (const SubjectRefused& r) {
+    return PropertyResult::skip(r.reason);
   } catch (const SubjectError& e) {
     return PropertyResult::fail(std::string("subject error: ") + e.what());
   } catch (const std::exception& e) {
@@ -73,45 +70,22 @@ std::string tile_text(const RunOptions& o) {
   return s.str();
 }
 
-void check_sizes(const Capabilities& caps, const Problem& p, const SubjectOutput& out) {
-  if (out.o.size() != p.o_size())
-    fail("O has " + std::to_string(out.o.size()) + " elements, expected B*Hq*Nq*dv = " + std::to_string(p.o_size()));
-  if (caps.lse && out.lse.size() != p.lse_size())
-    fail("LSE has " + std::to_string(out.lse.size()) + " elements, expected B*Hq*Nq = " + std::to_string(p.lse_size()));
-  if (!caps.lse && !out.lse.empty() && out.lse.size() != p.lse_size())
-    fail("LSE has " + std::to_string(out.lse.size()) + " elements, expected 0 or " + std::to_string(p.lse_size()));
-}
-
 SubjectOutput run(Subject& s, const Capabilities& caps, const Problem& p, const AttentionInputs& in, const RunOptions& o) {
-  SubjectOutput out;
-  try {
-    out = s.run(p, in, o);
-  } catch (const SubjectError& e) {
-    const std::string what = e.what();
-    const auto at = what.find("refused the problem as unsupported");
-    if (at == std::string::npos) throw;
-    // "refused ...: <the plugin's reason> [problem]": keep the reason, drop the problem (skip counts group by it).
-    std::string reason = what.substr(at);
-    if (const auto bracket = reason.find(" ["); bracket != std::string::npos) reason.resize(bracket);
-    throw Refused{reason};
-  }
-  check_sizes(caps, p, out);
-  return out;
+  return run_subject(s, caps, p, in, o);
 }
 
+// A run with its budget: the check pipeline's, for the plan the subject ran.
 struct Budgeted {
   RunOptions o;
   SubjectOutput out;
   ErrorBudget budget;
+  BudgetVerdict verdict;
 };
 
 Budgeted run_budgeted(Subject& s, const Capabilities& caps, const Problem& p, const AttentionInputs& in,
                       const RunOptions& o, const Float64Attention& ref) {
-  Budgeted b;
-  b.o = o;
-  b.out = run(s, caps, p, in, o);
-  b.budget = error_budget(p, in, o, budget_tile_n(caps, p, o), ref);
-  return b;
+  CheckedRun r = check_run(s, caps, p, in, o, ref);
+  return Budgeted{o, std::move(r.out), std::move(r.judged.budget), std::move(r.judged.verdict)};
 }
 
 bool row_is_empty(const Problem& p, int b, int64_t i) {
@@ -231,10 +205,10 @@ PropertyResult budget_property(Subject& s, const GeneratedCase& c) {
     if (auto why = unsupported(caps, q.p, q.o)) return PropertyResult::skip(*why);
     const Float64Attention ref = exact_attention_f64(q.p, q.in);
     const Budgeted b = run_budgeted(s, caps, q.p, q.in, q.o, ref);
-    const BudgetVerdict v =
-        check_against_budget(q.p, b.out.o, b.out.lse, ref, b.budget, recipe_spec(q.o.recipe).output);
-    if (v.violations) return PropertyResult::fail("outside the error budget: " + verdict_text(q.p, v));
-    return PropertyResult::pass();
+    PropertyResult r = b.verdict.violations ? PropertyResult::fail("outside the error budget: " + verdict_text(q.p, b.verdict))
+                                            : PropertyResult::pass();
+    r.verdict = b.verdict;
+    return r;
   });
 }
 

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kernels/subject.h"
 #include "properties/generators.h"
+#include "reference/error_budget.h"
 
 namespace fc {
 
@@ -21,6 +23,7 @@ struct PropertyResult {
   enum class Outcome { pass, fail, skip };
   Outcome outcome = Outcome::pass;
   std::string message;  // why it failed, or what was skipped
+  std::optional<BudgetVerdict> verdict;  // the budget property's verdict (the same-case test reads it)
 
   static PropertyResult pass() { return {}; }
   static PropertyResult fail(std::string why) { return {Outcome::fail, std::move(why)}; }

@@ -70,17 +70,6 @@ std::string_view mask_kind_name(MaskKind m) {
   return "?";
 }
 
-int budget_tile_n(const Capabilities& caps, const Problem&, const RunOptions& o) {
-  // An explicit Bc is the softmax step unless the subject says it may step in parts of a tile.
-  if (o.tile_n > 0 && !caps.subtile_steps) return o.tile_n;
-  // Otherwise the step is not known exactly. Two-level fp8 accumulation's count is not monotone in Bc
-  // (docs/error-analysis.md): 0, the budget for any Bc. Every other count only grows as steps shrink, so
-  // the narrowest listed Bc bounds any step the subject can take.
-  if (o.two_level_accum) return 0;
-  const int narrowest = narrowest_listed_tile_n(caps);
-  return narrowest > 0 ? narrowest : 1;
-}
-
 rc::Gen<TileSize> gen_tile(const Capabilities& caps) {
   if (caps.any_tile) {
     // Small tiles first: a shrunk counterexample has few keys per tile and few tiles.

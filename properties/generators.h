@@ -83,10 +83,6 @@ struct GeneratedCase {
 
 std::ostream& operator<<(std::ostream& os, const GeneratedCase& c);
 
-// The key-tile width to derive the budget for: options.tile_n when set; otherwise the smallest Bc the
-// subject lists (its default is one of them), or 1 (the most tiles, the loosest budget) when unknown.
-int budget_tile_n(const Capabilities& caps, const Problem& p, const RunOptions& o);
-
 // Tile sizes a subject accepts: any (Br, Bc) for the emulation, its instantiated list otherwise.
 rc::Gen<TileSize> gen_tile(const Capabilities& caps);
 // A length biased to the tile boundaries of bc: k*bc-1, k*bc, k*bc+1, 1, below one tile, free.

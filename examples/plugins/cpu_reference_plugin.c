@@ -3,7 +3,8 @@
  * It is the smallest thing that speaks include/flashcheck/plugin.h, meant to be copied: replace
  * forward() with a call into your kernel. Recipes fp32, fp16 and bf16 (inputs and output in that
  * format, all arithmetic in fp32); host buffers only; no tile choice (it behaves as a kernel with a
- * key tile of 1). Masks: none, causal (both alignments), windows, key lengths, a dense mask, GQA, LSE.
+ * key tile of 1, and says so in its run plan). Masks: none, causal (both alignments), windows, key
+ * lengths, a dense mask, GQA, LSE.
  *
  * Build: cc -shared -fPIC -O2 -I<flashcheck>/include cpu_reference_plugin.c -o libmyplugin.so -lm */
 #include <math.h>
@@ -126,6 +127,13 @@ static fc_status forward(const fc_problem* p, const fc_buffers* buf, char* messa
     }
   }
   free(acc);
+  /* What ran (ABI v2): one key per online-softmax step, no split. P is never rounded and products are
+   * multiplied and added separately, which neither l convention nor accumulation model names, so those
+   * stay FC_L_UNKNOWN / FC_ACCUM_UNKNOWN and the budget covers either. */
+  if (buf->plan) {
+    buf->plan->step_n = 1;
+    buf->plan->num_splits = 1;
+  }
   if (message_size) message[0] = '\0';
   return FC_OK;
 }

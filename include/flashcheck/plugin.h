@@ -1,4 +1,4 @@
-/* flashcheck subject ABI, version 1.
+/* flashcheck subject ABI, version 2.
  *
  * Plain C so that a kernel written in any framework can be put under test: our own CUDA kernel, a
  * CPU example and external kernels all export the same entry point. A plugin is a shared library with
@@ -10,7 +10,12 @@
  * writes a NUL-terminated message into the caller's buffer: a plugin never aborts the host process.
  *
  * Tensors are described by pointer plus element strides in BHND order, so that non-contiguous views
- * (PyTorch's BNHD layout, say) can be tested without copies. */
+ * (PyTorch's BNHD layout, say) can be tested without copies.
+ *
+ * Version 2 adds fc_buffers.plan: where forward() reports the plan it ran (tile, softmax step, splits,
+ * l convention, accumulation), so that the error budget is derived for what ran rather than for the
+ * conservative side of every choice. flashcheck still loads version 1 plugins (they never see the
+ * field); their runs are budgeted conservatively. */
 #ifndef FLASHCHECK_PLUGIN_H
 #define FLASHCHECK_PLUGIN_H
 
@@ -21,7 +26,8 @@
 extern "C" {
 #endif
 
-#define FC_ABI_VERSION 1u
+#define FC_ABI_VERSION 2u
+#define FC_ABI_VERSION_MIN 1u /* the oldest plugin version flashcheck still loads */
 
 typedef enum fc_status {
   FC_OK = 0,
@@ -67,8 +73,8 @@ typedef enum fc_memory { FC_MEMORY_HOST = 1, FC_MEMORY_DEVICE = 2 } fc_memory;
 #define FC_CAP_TWO_LEVEL_ACCUM (1u << 7)
 #define FC_CAP_FA1_NORMALISATION (1u << 8)
 /* The online softmax may rescale inside a key tile (steps narrower than tile_n, e.g. to fit registers).
- * Error budgets for an explicit tile then assume the narrowest listed tile_n: more steps mean more
- * running-max increases, and a budget for wider steps than the kernel took can be too small. */
+ * A plugin that does not report its step (fc_run_plan.step_n) is then budgeted for any step: more steps
+ * mean more running-max increases, and a budget for wider steps than the kernel took can be too small. */
 #define FC_CAP_SUBTILE_STEPS (1u << 9)
 
 /* Run flags (a plugin rejects with FC_ERR_UNSUPPORTED a flag whose capability it lacks). */
@@ -119,16 +125,40 @@ typedef struct fc_tensor {
   int64_t stride[4];
 } fc_tensor;
 
+/* What a forward pass ran (ABI v2). flashcheck zeroes it before the call; a plugin fills what it knows
+ * and leaves 0 (unknown) elsewhere. Every field the plugin leaves unknown is budgeted on its
+ * conservative side, so reporting is optional but makes the bound tighter. A plugin must report what
+ * it did, not what was asked: a wrong report can make the bound too small. */
+typedef enum fc_l_convention { FC_L_UNKNOWN = 0, FC_L_ROUNDED_P = 1, FC_L_FP32_P = 2 } fc_l_convention;
+typedef enum fc_accumulation {
+  FC_ACCUM_UNKNOWN = 0,
+  FC_ACCUM_SEQUENTIAL_FP32 = 1,  /* IEEE fp32 fma, one product at a time */
+  FC_ACCUM_TENSOR_CORE = 2       /* the tensor cores' block FMA (one rounding per block of products) */
+} fc_accumulation;
+typedef enum fc_tristate { FC_UNKNOWN = 0, FC_NO = 1, FC_YES = 2 } fc_tristate;
+
+typedef struct fc_run_plan {
+  int32_t tile_m, tile_n;  /* the tile that ran */
+  int32_t step_n;          /* keys per online-softmax step: the narrowest step taken, every step starting
+                              on a multiple of it */
+  int32_t num_splits;      /* split-KV chunks merged (1 = none) */
+  int32_t l_convention;    /* fc_l_convention */
+  int32_t accumulation;    /* fc_accumulation of S = Q.K^T and of P.V */
+  int32_t two_level_accum; /* fc_tristate: fp8 P.V promoted to fp32 every tile */
+} fc_run_plan;
+
 typedef struct fc_buffers {
   int32_t memory;  /* fc_memory of every pointer below and in fc_problem */
   fc_tensor q, k, v;
   fc_tensor o;     /* output in the recipe's output format */
   float* lse;      /* NULL, or [batch, heads_q, n_q] contiguous, natural log; -inf for empty rows */
   void* stream;    /* cudaStream_t for device plugins; NULL = default stream */
+  fc_run_plan* plan; /* ABI v2: NULL, or where forward() reports what it ran (host memory, always) */
 } fc_buffers;
 
 typedef struct fc_plugin {
-  uint32_t abi_version; /* FC_ABI_VERSION the plugin was built against; checked before anything else */
+  uint32_t abi_version; /* FC_ABI_VERSION the plugin was built against; checked before anything else
+                           (flashcheck accepts FC_ABI_VERSION_MIN .. FC_ABI_VERSION) */
   fc_status (*capabilities)(fc_capabilities* out, char* message, size_t message_size);
   fc_status (*forward)(const fc_problem* problem, const fc_buffers* buffers, char* message,
                        size_t message_size);

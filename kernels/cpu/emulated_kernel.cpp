@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/tile_policy.h"
 #include "reference/tensor_core_model.h"
 
 namespace fc {
@@ -98,18 +99,11 @@ Capabilities EmulatedKernel::capabilities() const {
   return c;
 }
 
-int EmulatedKernel::default_tile_m(const Problem& p, const RunOptions& o) const {
-  if (o.recipe == Recipe::fp32) return 4;
-  return p.d <= 128 ? 128 : 64;
-}
-
-int EmulatedKernel::default_tile_n(const Problem& p, const RunOptions& o) const {
-  (void)p;
-  return o.recipe == Recipe::fp32 ? 32 : 64;
-}
-
 TileSize EmulatedKernel::effective_tile(const Problem& p, const RunOptions& o) const {
-  return {o.tile_m > 0 ? o.tile_m : default_tile_m(p, o), o.tile_n > 0 ? o.tile_n : default_tile_n(p, o)};
+  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool causal = p.window.active() && p.window.left < 0 && p.window.right == 0;
+  const tiles::TileShape t = tiles::default_tile(p.d, o.recipe == Recipe::fp32, fp8, causal, p.n_q);
+  return {o.tile_m > 0 ? o.tile_m : t.m, o.tile_n > 0 ? o.tile_n : t.n};
 }
 
 SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, const RunOptions& o) {
@@ -118,7 +112,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
   } catch (const std::invalid_argument& e) {
     throw SubjectError(std::string("cpu-emulation: ") + e.what());
   }
-  if (auto why = unsupported(capabilities(), p, o)) throw SubjectError("cpu-emulation: unsupported: " + *why);
+  if (auto why = unsupported(capabilities(), p, o)) throw SubjectRefused(*why);
 
   Setup st;
   st.recipe = o.recipe;
@@ -148,6 +142,14 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
   const Format out_fmt = st.rs.output;
 
   SubjectOutput res;
+  // The plan as run. The l_from_fp32_p_without_budget bug sums l from the fp32 P but reports the
+  // convention that was asked for: that is the bug.
+  res.plan.tile = tile;
+  res.plan.step_n = tile.n;
+  res.plan.num_splits = st.splits;
+  res.plan.l_from_fp32_p = o.l_from_fp32_p;
+  res.plan.accumulation = st.tensor_core ? Accumulation::tensor_core : Accumulation::ieee_fp32;
+  res.plan.two_level_accum = st.two_level;
   res.o.assign(p.o_size(), 0.0);
   res.lse.assign(p.lse_size(), -std::numeric_limits<double>::infinity());
   res.o_unrounded.assign(p.o_size(), 0.0);

@@ -37,11 +37,9 @@ class EmulatedKernel : public Subject {
   Capabilities capabilities() const override;
   SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) override;
 
-  // What tile_m / tile_n = 0 mean, mirroring kernels/cuda/tile_policy.h: the fp32 recipe uses the SIMT
-  // kernel's fixed 4 x 32; otherwise 128 x 64 for d <= 128 and 64 x 64 above.
-  int default_tile_m(const Problem& p, const RunOptions& o) const;
-  int default_tile_n(const Problem& p, const RunOptions& o) const;
-  // The tiles and split count a run with these options actually uses.
+  // The tile a run with these options uses: the one asked for, else the CUDA kernel's default for this
+  // head dim, recipe, mask and length (kernels/tile_policy.h, fc::tiles::default_tile). Each tile is
+  // one online-softmax step. The run plan (SubjectOutput::plan) reports it.
   TileSize effective_tile(const Problem& p, const RunOptions& o) const;
   int effective_splits(const RunOptions& o) const { return o.num_splits <= 0 ? 1 : o.num_splits; }
 

@@ -12,11 +12,16 @@
 
 #include "fwd_dispatch.h"
 #include "fwd_params.h"
-#include "tile_policy.h"
+#include "head_dim_dispatch.h"
 
 namespace flashcheck::cuda {
 
 namespace {
+
+using fc::tiles::default_tile_index;
+using fc::tiles::is_supported_head_dim;
+using fc::tiles::tile_index_of;
+using fc::tiles::tile_options;
 
 Status fail(fc_status code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 Status fail(fc_status code, const char* fmt, ...) {
@@ -142,8 +147,11 @@ Status validate(Subject subject, const fc_problem& p) {
   if (p.n_q < 1 || p.n_k < 1) return fail(FC_ERR_INVALID, "n_q and n_k must be >= 1");
   if (p.n_q >= (1LL << 30) || p.n_k >= (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths of 2^30 or more");
   if (p.dv != p.d) return fail(FC_ERR_UNSUPPORTED, "dv (%d) != d (%d) is not supported", p.dv, p.d);
-  if (!is_supported_head_dim(p.d))
-    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: 32, 64, 96, 128, 256)", p.d);
+  if (!is_supported_head_dim(p.d)) {
+    std::string list;
+    for (int d : fc::tiles::kHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: %s)", p.d, list.c_str());
+  }
   if (!std::isfinite(p.scale)) return fail(FC_ERR_INVALID, "scale must be finite");
   // The running max is taken over raw scores and scaled afterwards, which is only the max of the scaled
   // scores for a positive scale.
@@ -191,20 +199,23 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
     return Status{};
   }
   const bool causal = p.mask == FC_MASK_CAUSAL_TOP_LEFT || p.mask == FC_MASK_CAUSAL_BOTTOM_RIGHT;
+  const bool fp32 = p.recipe == FC_RECIPE_FP32;
+  // fp32 runs its own SIMT tiling (fc::tiles::kSimtFp32Tile); a request for another tile is declined
+  // rather than ignored, so that what runs is what was asked.
+  if (fp32 && (p.tile_m != 0 || p.tile_n != 0))
+    return fail(FC_ERR_UNSUPPORTED, "fp32 runs one fixed %dx%d tiling (tile %dx%d asked)", fc::tiles::kSimtFp32Tile.m,
+                fc::tiles::kSimtFp32Tile.n, p.tile_m, p.tile_n);
   int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal, p.n_q);
   if (p.tile_m != 0 || p.tile_n != 0) {
-    tile_index = -1;
-    for (int i = 0; i < kNumTileOptions; ++i) {
-      const TileShape t = tile_options(p.d, i);
-      if (t.m == p.tile_m && t.n == p.tile_n) tile_index = i;
-    }
+    tile_index = tile_index_of(p.d, p.tile_m, p.tile_n);
     if (tile_index < 0)
       return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
   }
-  const TileShape t = tile_options(p.d, tile_index);
-  // fp32 runs its own SIMT tiling (4 query rows x 32 keys); the tile request is accepted and has no effect.
-  lp.tile_m = p.recipe == FC_RECIPE_FP32 ? 4 : t.m;
-  lp.tile_n = p.recipe == FC_RECIPE_FP32 ? 32 : t.n;
+  const TileShape t = fp32 ? fc::tiles::kSimtFp32Tile : tile_options(p.d, tile_index);
+  lp.tile_index = tile_index;
+  lp.tile_m = t.m;
+  lp.tile_n = t.n;
+  lp.step_n = fp32 ? t.n : fc::tiles::softmax_step_n(t, is_fp8(p.recipe));
   if (p.num_splits > 0) {
     lp.num_splits = p.num_splits;
   } else {
@@ -294,11 +305,7 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     fp.ws_m = static_cast<float*>(ws_ml.get());
     fp.ws_l = fp.ws_m + rows;
   }
-  int tile_index = 0;
-  for (int i = 0; i < kNumTileOptions; ++i) {
-    const TileShape t = tile_options(p.d, i);
-    if (t.m == lp.tile_m && t.n == lp.tile_n) tile_index = i;
-  }
+  const int tile_index = lp.tile_index;
   // Redo flags (fwd_params.h): the tensor-core kernels' V NaN guard, when some key tile can be a boundary
   // tile; and the 16-bit tiles with two m-tiles per warp, whose l accumulator the two share.
   DeviceAlloc redo(stream);
@@ -317,13 +324,9 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     case Recipe::kE4M3: FC_CUDA_TRY(run_fused_e4m3(tile_index, fp, stream)); break;
     case Recipe::kE5M2: FC_CUDA_TRY(run_fused_e5m2(tile_index, fp, stream)); break;
     default:
-      switch (p.d) {
-        case 32: FC_CUDA_TRY(run_fused_hdim<32>(recipe, tile_index, fp, stream)); break;
-        case 64: FC_CUDA_TRY(run_fused_hdim<64>(recipe, tile_index, fp, stream)); break;
-        case 96: FC_CUDA_TRY(run_fused_hdim<96>(recipe, tile_index, fp, stream)); break;
-        case 128: FC_CUDA_TRY(run_fused_hdim<128>(recipe, tile_index, fp, stream)); break;
-        case 256: FC_CUDA_TRY(run_fused_hdim<256>(recipe, tile_index, fp, stream)); break;
-      }
+      FC_CUDA_TRY(dispatch_head_dim(p.d, [&](auto d) {
+        return run_fused_hdim<decltype(d)::value>(recipe, tile_index, fp, stream);
+      }));
   }
   if (lp.num_splits > 1) {
     const int kind = p.recipe == FC_RECIPE_FP32 ? kOutFp32 : (p.recipe == FC_RECIPE_FP16 ? kOutFp16 : kOutBf16);
@@ -334,9 +337,30 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
 
 }  // namespace
 
+// What ran, for the budget (plugin.h, fc_run_plan): the tile, the narrowest softmax step, the splits,
+// how l is summed and how products are accumulated. The naive baseline materialises S and P and sums
+// with fp32 fma one product at a time; its l is a tree sum of the rounded P (naive_attention.cu).
+void report_plan(Subject subject, const fc_problem& p, const LaunchPlan& lp, fc_run_plan* out) {
+  if (!out) return;
+  *out = fc_run_plan{};
+  const bool fp32 = p.recipe == FC_RECIPE_FP32;
+  out->num_splits = lp.num_splits;
+  out->l_convention = (p.flags & FC_FLAG_L_FROM_FP32_P) ? FC_L_FP32_P : FC_L_ROUNDED_P;
+  out->two_level_accum = (is_fp8(p.recipe) && (p.flags & FC_FLAG_TWO_LEVEL_ACCUM)) ? FC_YES : FC_NO;
+  if (subject == Subject::kNaive) {
+    out->accumulation = FC_ACCUM_SEQUENTIAL_FP32;
+    return;
+  }
+  out->tile_m = lp.tile_m;
+  out->tile_n = lp.tile_n;
+  out->step_n = lp.step_n;
+  out->accumulation = fp32 ? FC_ACCUM_SEQUENTIAL_FP32 : FC_ACCUM_TENSOR_CORE;
+}
+
 Status forward(Subject subject, const fc_problem& p, const fc_buffers& buf) {
   LaunchPlan lp;
   FC_TRY(plan(subject, p, &lp));
+  report_plan(subject, p, lp, buf.plan);
   if (buf.memory != FC_MEMORY_HOST && buf.memory != FC_MEMORY_DEVICE)
     return fail(FC_ERR_INVALID, "unknown buffer memory kind %d", buf.memory);
   if (!buf.q.data || !buf.k.data || !buf.v.data || !buf.o.data)
@@ -444,9 +468,9 @@ void capabilities(Subject subject, fc_capabilities* out) {
   out->masks = (1u << FC_MASK_NONE) | (1u << FC_MASK_CAUSAL_TOP_LEFT) | (1u << FC_MASK_CAUSAL_BOTTOM_RIGHT) |
                (1u << FC_MASK_WINDOW);
   out->memory = FC_MEMORY_HOST | FC_MEMORY_DEVICE;
-  const int dims[] = {32, 64, 96, 128, 256};
-  out->n_head_dims = 5;
-  for (int i = 0; i < 5; ++i) out->head_dims[i] = dims[i];
+  static_assert(fc::tiles::kNumHeadDims <= FC_MAX_HEAD_DIMS);
+  out->n_head_dims = fc::tiles::kNumHeadDims;
+  for (int i = 0; i < fc::tiles::kNumHeadDims; ++i) out->head_dims[i] = fc::tiles::kHeadDims[i];
   if (subject == Subject::kNaive) {
     out->name = "cuda-naive";
     out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
@@ -460,11 +484,12 @@ void capabilities(Subject subject, fc_capabilities* out) {
   out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
                   FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM | FC_CAP_SUBTILE_STEPS;
   // Union over head dims; a tile not compiled for the requested d is refused with FC_ERR_UNSUPPORTED.
-  const TileShape tiles[] = {{128, 64, 4}, {128, 128, 4}, {64, 64, 4}, {128, 32, 4}, {64, 32, 4}};
-  out->n_tiles = 5;
-  for (int i = 0; i < 5; ++i) {
-    out->tile_m[i] = tiles[i].m;
-    out->tile_n[i] = tiles[i].n;
+  constexpr fc::tiles::TileList tiles = fc::tiles::all_tiles();
+  static_assert(tiles.count <= FC_MAX_TILES);
+  out->n_tiles = tiles.count;
+  for (int i = 0; i < tiles.count; ++i) {
+    out->tile_m[i] = tiles.tiles[i].m;
+    out->tile_n[i] = tiles.tiles[i].n;
   }
 }
 

@@ -30,7 +30,9 @@ Status forward(Subject subject, const fc_problem& problem, const fc_buffers& buf
 
 // Policy, exposed for tests and the bench.
 struct LaunchPlan {
-  int tile_m = 0, tile_n = 0;  // the tile that will run (fp32: its own 4 x 32)
+  int tile_index = 0;          // into fc::tiles::tile_options(d, .) (tensor-core recipes)
+  int tile_m = 0, tile_n = 0;  // the tile that will run (fp32: fc::tiles::kSimtFp32Tile)
+  int step_n = 0;              // keys per online-softmax step, the narrowest (fc::tiles::softmax_step_n)
   int num_splits = 1;
 };
 Status plan(Subject subject, const fc_problem& problem, LaunchPlan* out);

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "fwd_dispatch.h"
+#include "head_dim_dispatch.h"
 #include "mask.h"
 #include "mma.h"
 
@@ -21,8 +22,8 @@ namespace flashcheck::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 4;
-constexpr int kKeysPerTile = 32;
+constexpr int kRowsPerBlock = fc::tiles::kSimtFp32Tile.m;
+constexpr int kKeysPerTile = fc::tiles::kSimtFp32Tile.n;
 
 template <int kD>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) fwd_fp32_kernel(const FwdParams p) {
@@ -140,14 +141,7 @@ cudaError_t launch_fp32(const FwdParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t run_fused_fp32(const FwdParams& p, cudaStream_t stream) {
-  switch (p.d) {
-    case 32: return launch_fp32<32>(p, stream);
-    case 64: return launch_fp32<64>(p, stream);
-    case 96: return launch_fp32<96>(p, stream);
-    case 128: return launch_fp32<128>(p, stream);
-    case 256: return launch_fp32<256>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return dispatch_head_dim(p.d, [&](auto d) { return launch_fp32<decltype(d)::value>(p, stream); });
 }
 
 }  // namespace flashcheck::cuda

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "element.h"
+#include "kernels/tile_policy.h"
 #include "fwd_params.h"
 #include "mask.h"
 #include "mma.h"
@@ -71,27 +72,22 @@ struct FwdKernelTraits {
   // l = P~ times a column of ones: one more MMA per 16 keys in the P.V loop (two m-tiles share it), instead
   // of widening P~ back to fp32 and adding it on the FP32 pipe, 2 instructions per P~ (16-bit recipes, l
   // from P~). Grid geomean, same run: fp16 1.025x flash against 0.970x with the lane sums, bf16 1.013x
-  // against 0.996x (docs/cuda-kernel.md, sixth session). The l-from-fp32 convention and fp8 keep the lane
+  // against 0.996x (docs/cuda-kernel.md). The l-from-fp32 convention and fp8 keep the lane
   // sums.
   static constexpr bool kLOnTensorCores = FC_L_ON_TENSOR_CORES && !kIsFp8 && !kLFromFp32;
   static constexpr int kRowBytes = kHeadDim * ET::kBytes;
   static constexpr int kSmemRow = kRowBytes + 16;  // +16 B padding: conflict-free ldmatrix
   static constexpr int kKSteps = kRowBytes / 32;   // Q.K^T k-steps (16 halves or 32 fp8 per step)
-  // Keys per online-softmax step: the whole tile, except 32 for fp8 with two m-tiles (its P packing and
-  // V^T fragments do not fit in registers beside S for 64+ keys) and 64 for 128-key tiles (S for 128
-  // keys beside O, the mask and the boundary-tile state spills). The plugin says so
-  // (FC_CAP_SUBTILE_STEPS): budgets assume the narrowest tile.
-  static constexpr int kSubN =
-      (kMTiles == 2 && ET::kIsFp8 && kBlockN > 32) ? 32 : (kBlockN > 64 ? 64 : kBlockN);
+  // Keys per online-softmax step, and the wider steps of interior tiles: the tile policy's (the plugin
+  // reports the narrowest in its run plan, so the budget is derived for it).
+  static constexpr int kSubN = fc::tiles::softmax_step_n(fc::tiles::TileShape{kBlockM, kBlockN, kNWarps}, ET::kIsFp8);
   static constexpr int kSubTiles = kBlockN / kSubN;
   static constexpr int kNTilesSub = kSubN / 8;     // n-tiles of S per step
   static constexpr int kPVStepsSub = ET::kIsFp8 ? kSubN / 32 : kSubN / 16;
-  // Interior tiles (no mask) of the 16-bit 128-key tiles at d = 64 take the whole tile as one step: bf16
-  // d = 64 went from 0.956x to 0.994x flash against two 64-key steps in the same run, fp16 unchanged
-  // (docs/cuda-kernel.md, fifth session). It fits in registers only with the score GEMM's k-loop rolled
-  // and the lane's offsets and K/V addresses re-derived each tile (kLongSteps); with the l-from-fp32
-  // convention it still spills, so that convention keeps 64-key steps.
-  static constexpr int kSubNInterior = (!kIsFp8 && !kLFromFp32 && kHeadDim == 64 && kBlockN == 128) ? 128 : kSubN;
+  // Long interior steps fit in registers only with the score GEMM's k-loop rolled and the lane's offsets
+  // and K/V addresses re-derived each tile (kLongSteps).
+  static constexpr int kSubNInterior =
+      fc::tiles::interior_step_n(fc::tiles::TileShape{kBlockM, kBlockN, kNWarps}, kIsFp8, kLFromFp32, kHeadDim);
   static constexpr bool kLongSteps = kSubNInterior > kSubN;
   static constexpr int kNTilesO = kHeadDim / 8;    // n-tiles of O
   // Q stays in registers when its fragment costs at most 32 registers per thread with one m-tile (d <=

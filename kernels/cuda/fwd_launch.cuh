@@ -3,13 +3,13 @@
 
 #include "fwd_dispatch.h"
 #include "fwd_kernel.cuh"
-#include "tile_policy.h"
+#include "head_dim_dispatch.h"
 
 namespace flashcheck::cuda {
 
 template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false, bool kLFromFp32 = false>
 cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
-  constexpr TileShape shape = tile_options(kHeadDim, kTile);
+  constexpr TileShape shape = fc::tiles::tile_options(kHeadDim, kTile);
   using Tr = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, shape.stages, kLFromFp32>;
   // The single-buffer pipeline needs one softmax step per tile; tiles stepping in 32-key parts keep two.
   using Tr2 = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, 2, kLFromFp32>;

@@ -230,23 +230,67 @@ PluginSubject::PluginSubject(const fc_plugin* plugin, std::string origin) : plug
   init();
 }
 
+RunPlan PluginSubject::decode_plan(const fc_run_plan& raw, const RunOptions& o, const Problem& p) const {
+  RunPlan plan;
+  auto bad = [&](const std::string& what) {
+    fail("reports " + what + " [" + p.describe() + ", recipe " + std::string(recipe_spec(o.recipe).name) + "]");
+  };
+  if (raw.tile_m < 0 || raw.tile_n < 0 || raw.step_n < 0 || raw.num_splits < 0)
+    bad("a negative tile, step or split count in its run plan");
+  plan.tile = TileSize{raw.tile_m, raw.tile_n};
+  plan.step_n = raw.step_n;
+  plan.num_splits = raw.num_splits;
+  if (plan.step_n > 0 && plan.tile.n > 0 && plan.tile.n % plan.step_n != 0)
+    bad("softmax steps of " + std::to_string(plan.step_n) + " keys in a " + std::to_string(plan.tile.n) +
+        "-key tile (steps must divide the tile)");
+  switch (raw.l_convention) {
+    case FC_L_UNKNOWN: break;
+    case FC_L_ROUNDED_P: plan.l_from_fp32_p = false; break;
+    case FC_L_FP32_P: plan.l_from_fp32_p = true; break;
+    default: bad("an unknown l convention " + std::to_string(raw.l_convention));
+  }
+  switch (raw.accumulation) {
+    case FC_ACCUM_UNKNOWN: break;
+    case FC_ACCUM_SEQUENTIAL_FP32: plan.accumulation = Accumulation::ieee_fp32; break;
+    case FC_ACCUM_TENSOR_CORE: plan.accumulation = Accumulation::tensor_core; break;
+    default: bad("an unknown accumulation " + std::to_string(raw.accumulation));
+  }
+  switch (raw.two_level_accum) {
+    case FC_UNKNOWN: break;
+    case FC_NO: plan.two_level_accum = false; break;
+    case FC_YES: plan.two_level_accum = true; break;
+    default: bad("an unknown two-level value " + std::to_string(raw.two_level_accum));
+  }
+  // What was asked explicitly must be what ran: a kernel that silently runs something else than it
+  // was asked is wrong even when its output is close (and its budget would be for the wrong run).
+  if (o.tile_n > 0 && plan.tile.n > 0 && (plan.tile.n != o.tile_n || (o.tile_m > 0 && plan.tile.m != o.tile_m)))
+    bad("running tile " + std::to_string(plan.tile.m) + "x" + std::to_string(plan.tile.n) + " where " +
+        std::to_string(o.tile_m) + "x" + std::to_string(o.tile_n) + " was asked");
+  if (o.num_splits > 0 && plan.num_splits > 0 && plan.num_splits != o.num_splits)
+    bad("running " + std::to_string(plan.num_splits) + " split(s) where " + std::to_string(o.num_splits) + " were asked");
+  if (o.l_from_fp32_p && plan.l_from_fp32_p == false) bad("l from the rounded P where the fp32 p was asked");
+  if (o.two_level_accum && plan.two_level_accum == false) bad("one P.V chain where two-level accumulation was asked");
+  return plan;
+}
+
 void PluginSubject::fail(const std::string& what) const { throw SubjectError("plugin " + origin_ + ": " + what); }
 
 void PluginSubject::init() {
   // The version first: nothing else in the table is meaningful under another ABI.
-  if (plugin_->abi_version != FC_ABI_VERSION)
+  if (plugin_->abi_version < FC_ABI_VERSION_MIN || plugin_->abi_version > FC_ABI_VERSION)
     throw SubjectError("plugin " + origin_ + " was built for flashcheck ABI v" + std::to_string(plugin_->abi_version) +
-                       ", this flashcheck speaks v" + std::to_string(FC_ABI_VERSION) + "; rebuild it against this "
-                       "flashcheck's include/flashcheck/plugin.h");
+                       ", this flashcheck speaks v" + std::to_string(FC_ABI_VERSION_MIN) + " to v" +
+                       std::to_string(FC_ABI_VERSION) + "; rebuild it against this flashcheck's "
+                       "include/flashcheck/plugin.h");
   if (!plugin_->capabilities || !plugin_->forward) fail("the plugin table has a null function pointer");
   char message[kMessageSize] = {};
   raw_ = fc_capabilities{};
   const fc_status st = plugin_->capabilities(&raw_, message, sizeof message);
   message[kMessageSize - 1] = '\0';
   if (st != FC_OK) fail(std::string("capabilities() returned ") + status_name(st) + ": " + message);
-  if (raw_.abi_version != FC_ABI_VERSION)
-    fail("capabilities declare ABI v" + std::to_string(raw_.abi_version) + ", this flashcheck speaks v" +
-         std::to_string(FC_ABI_VERSION));
+  if (raw_.abi_version != plugin_->abi_version)
+    fail("capabilities declare ABI v" + std::to_string(raw_.abi_version) + ", its plugin table v" +
+         std::to_string(plugin_->abi_version));
   if (raw_.n_head_dims < 0 || raw_.n_head_dims > FC_MAX_HEAD_DIMS)
     fail("capabilities declare n_head_dims = " + std::to_string(raw_.n_head_dims) + " (0.." +
          std::to_string(FC_MAX_HEAD_DIMS) + ")");
@@ -304,6 +348,8 @@ SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, co
   b.o = contiguous(obuf.body(), p.heads_q, p.n_q, p.dv);
   b.lse = want_lse ? reinterpret_cast<float*>(lbuf.body()) : nullptr;
   b.stream = nullptr;
+  fc_run_plan plan{};
+  b.plan = &plan;  // a v1 plugin never reads it, and what it holds afterwards is not read either
 
   char message[kMessageSize] = {};
   const fc_status st = plugin_->forward(&fp, &b, message, sizeof message);
@@ -313,14 +359,13 @@ SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, co
   const std::string lse_overwritten = want_lse ? lbuf.check("LSE") : std::string();
   if (!lse_overwritten.empty()) overwritten += (overwritten.empty() ? "" : "; ") + lse_overwritten;
   if (!overwritten.empty()) fail(overwritten + " [" + p.describe() + ", recipe " + std::string(rs.name) + "]");
-  if (st != FC_OK) {
-    const std::string what = st == FC_ERR_UNSUPPORTED ? "refused the problem as unsupported"
-                                                       : std::string("forward() failed with ") + status_name(st);
-    fail(what + ": " + (message[0] ? message : "(no message)") + " [" + p.describe() + ", recipe " +
-         std::string(rs.name) + "]");
-  }
+  if (st == FC_ERR_UNSUPPORTED) throw SubjectRefused(caps_.name + ": " + (message[0] ? message : "(no message)"));
+  if (st != FC_OK)
+    fail(std::string("forward() failed with ") + status_name(st) + ": " + (message[0] ? message : "(no message)") +
+         " [" + p.describe() + ", recipe " + std::string(rs.name) + "]");
 
   SubjectOutput out;
+  if (plugin_->abi_version >= 2) out.plan = decode_plan(plan, o, p);
   out.o.resize(p.o_size());
   for (size_t i = 0; i < out.o.size(); ++i) out.o[i] = decode_element(out_fmt, obuf.body() + i * ow);
   if (want_lse) {

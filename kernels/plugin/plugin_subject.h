@@ -2,8 +2,10 @@
 // flashcheck_plugin_entry. The subject owns the translation between the suite's world (true values in
 // doubles, fc::Problem) and the ABI's (stored bit patterns in BHND buffers, fc_problem), and it treats
 // the plugin as untrusted: the ABI version is checked before any other field is read, the output
-// buffers carry poisoned guard margins that are checked after every call, and every error code is a
-// SubjectError carrying the plugin's own message. A plugin error is a failed run, never a pass.
+// buffers carry poisoned guard margins that are checked after every call, every error code is a
+// SubjectError carrying the plugin's own message (FC_ERR_UNSUPPORTED a SubjectRefused), and the run
+// plan a v2 plugin reports must agree with what was asked explicitly. A plugin error is a failed run,
+// never a pass.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,7 @@ class PluginSubject : public Subject {
  private:
   void init();
   [[noreturn]] void fail(const std::string& what) const;
+  RunPlan decode_plan(const fc_run_plan& raw, const RunOptions& o, const Problem& p) const;
 
   const fc_plugin* plugin_ = nullptr;
   std::string origin_;

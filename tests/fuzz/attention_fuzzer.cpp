@@ -1,4 +1,4 @@
-// The libFuzzer target: bytes -> a fuzz case (properties/fuzz_case_decoder.h) -> the CPU emulation ->
+// The libFuzzer target: bytes -> a fuzz case (properties/fuzz_decode.h) -> the CPU emulation ->
 // the float64 reference and the error budget. Built by clang with -fsanitize=fuzzer,address,undefined
 // in its own small project (tests/fuzz/standalone), run by tests/fuzz/run_fuzzer.sh; docs/fuzzing.md.
 //
@@ -20,7 +20,9 @@
 #include <string>
 
 #include "kernels/cpu/emulated_kernel.h"
-#include "properties/fuzz_case_decoder.h"
+#include "properties/fuzz_check.h"
+#include "properties/fuzz_decode.h"
+#include "properties/fuzz_reproduce.h"
 
 namespace {
 

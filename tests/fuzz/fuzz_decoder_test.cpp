@@ -1,4 +1,4 @@
-// The fuzz case decoder and oracle (properties/fuzz_case_decoder.h): every byte string decodes to a
+// The fuzz case decoder and oracle (properties/fuzz_decode.h, fuzz_check.h): every byte string decodes to a
 // valid case within the limits, the seed corpus is what it says, the oracle has teeth (a planted bug,
 // a corrupting neighbour and a swallowed NaN are each found), and reproducers round-trip.
 #include <gtest/gtest.h>
@@ -10,7 +10,9 @@
 #include <random>
 
 #include "kernels/cpu/emulated_kernel.h"
-#include "properties/fuzz_case_decoder.h"
+#include "properties/fuzz_check.h"
+#include "properties/fuzz_decode.h"
+#include "properties/fuzz_reproduce.h"
 #include "seed_cases.h"
 
 namespace fc::fuzz {

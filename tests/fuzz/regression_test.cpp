@@ -8,7 +8,9 @@
 #include <string>
 
 #include "kernels/cpu/emulated_kernel.h"
-#include "properties/fuzz_case_decoder.h"
+#include "properties/fuzz_check.h"
+#include "properties/fuzz_decode.h"
+#include "properties/fuzz_reproduce.h"
 #if __has_include("kernels/subject_registry.h")
 #include "kernels/subject_registry.h"
 #endif

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "properties/fuzz_case_decoder.h"
+#include "properties/fuzz_check.h"
+#include "properties/fuzz_decode.h"
+#include "properties/fuzz_reproduce.h"
 
 namespace fc::fuzz::seeds {
 
@@ -19,7 +21,7 @@ struct Seed {
   std::vector<uint8_t> values;  // the front stream (small_int mode: one int8 per element)
 };
 
-// Index of a value in the decoder's option lists (fuzz_case_decoder.cpp), for readable seeds.
+// Index of a value in the decoder's option lists (properties/fuzz_decode.cpp), for readable seeds.
 inline uint64_t tile_index(int t) {
   const int tiles[] = {4, 1, 2, 3, 8, 16, 5, 32, 7, 64, 128};
   for (uint64_t i = 0; i < sizeof tiles / sizeof *tiles; ++i)

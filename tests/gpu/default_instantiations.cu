@@ -1,4 +1,4 @@
-// The forward instantiations that the tile policy (tile_policy.h) picks by default, and nothing else, so
+// The forward instantiations that the tile policy (kernels/tile_policy.h) picks by default, and nothing else, so
 // that check_spills.cmake can read ptxas's report of exactly these: issue #5 asks for no local-memory
 // spills in the default instantiations. Compiled only by that test (nvcc -Xptxas -v), never linked.
 // FC_KNOWN_SPILLER adds instead one instantiation that is known to spill with CUDA 13.0 (bf16, d = 128,
@@ -8,6 +8,7 @@
 namespace flashcheck::cuda {
 
 constexpr long long kLong = 1 << 20;  // a sequence length above every length rule of the policy
+using fc::tiles::default_tile_index;
 
 #ifndef FC_KNOWN_SPILLER
 #define FC_DEFAULT_16BIT(D)                                                                              \

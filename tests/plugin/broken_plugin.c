@@ -1,5 +1,8 @@
 /* Deliberately broken plugins for tests/plugin, one shared library per BROKEN_* mode:
- *   BROKEN_ABI_V2        declares ABI version 2 (and garbage behind it: nothing else may be read)
+ *   BROKEN_ABI_FUTURE    declares ABI version 99 (and garbage behind it: nothing else may be read)
+ *   BROKEN_ABI_V1        an ABI v1 plugin that writes into fc_buffers.plan anyway (v1 plugins never see
+ *                        that field, so whatever it holds afterwards must be ignored)
+ *   BROKEN_WRONG_PLAN    reports 3 split-KV chunks where 1 was asked
  *   BROKEN_FAIL_MIDRUN   the first forward succeeds, every later one returns FC_ERR_RUNTIME
  *   BROKEN_OVERRUN       writes one element past the end of O
  *   BROKEN_UNDERRUN      writes one element before the start of O
@@ -11,9 +14,15 @@
 
 #include "flashcheck/plugin.h"
 
+#ifdef BROKEN_ABI_V1
+#define BROKEN_VERSION 1u
+#else
+#define BROKEN_VERSION FC_ABI_VERSION
+#endif
+
 __attribute__((unused)) static fc_status capabilities(fc_capabilities* out, char* message, size_t message_size) {
   memset(out, 0, sizeof *out);
-  out->abi_version = FC_ABI_VERSION;
+  out->abi_version = BROKEN_VERSION;
   out->name = "broken-" BROKEN_NAME;
   out->recipes = 1u << FC_RECIPE_FP32;
   out->masks = 1u << FC_MASK_NONE;
@@ -38,6 +47,13 @@ __attribute__((unused)) static fc_status forward(const fc_problem* p, const fc_b
   (void)p, (void)b;
   return FC_OK;
 #else
+#if defined(BROKEN_ABI_V1) || defined(BROKEN_WRONG_PLAN)
+  if (b->plan) {
+    b->plan->num_splits = 3;
+    b->plan->step_n = 1;
+    b->plan->l_convention = FC_L_FP32_P;
+  }
+#endif
   /* A contiguous fp32 O: element (bh, i, c) at index ((bh * n_q) + i) * dv + c. */
   float* o = (float*)b->o.data;
   const int64_t n = (int64_t)p->batch * p->heads_q * p->n_q * p->dv;
@@ -54,10 +70,10 @@ __attribute__((unused)) static fc_status forward(const fc_problem* p, const fc_b
 #endif
 }
 
-#ifdef BROKEN_ABI_V2
-static const fc_plugin plugin = {2u, NULL, NULL}; /* nothing behind the version may be read */
+#ifdef BROKEN_ABI_FUTURE
+static const fc_plugin plugin = {99u, NULL, NULL}; /* nothing behind the version may be read */
 #else
-static const fc_plugin plugin = {FC_ABI_VERSION, capabilities, forward};
+static const fc_plugin plugin = {BROKEN_VERSION, capabilities, forward};
 #endif
 
 __attribute__((visibility("default"))) const fc_plugin* flashcheck_plugin_entry(void) { return &plugin; }

@@ -53,14 +53,44 @@ std::string error_of(F&& f) {
 }
 
 TEST(PluginSubject, RefusesAnotherAbiVersionBeforeReadingAnythingElse) {
-  const std::string msg = error_of([] { PluginSubject::open(FC_BROKEN_ABI_V2); });
-  EXPECT_NE(msg.find("was built for flashcheck ABI v2, this flashcheck speaks v1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(FC_BROKEN_ABI_V2), std::string::npos) << "the message names the plugin: " << msg;
+  const std::string msg = error_of([] { PluginSubject::open(FC_BROKEN_ABI_FUTURE); });
+  EXPECT_NE(msg.find("was built for flashcheck ABI v99, this flashcheck speaks v1 to v2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(FC_BROKEN_ABI_FUTURE), std::string::npos) << "the message names the plugin: " << msg;
 }
 
 TEST(PluginSubject, ThroughTheRegistryToo) {
-  const std::string msg = error_of([] { make_subject(std::string("plugin:") + FC_BROKEN_ABI_V2); });
-  EXPECT_NE(msg.find("ABI v2"), std::string::npos) << msg;
+  const std::string msg = error_of([] { make_subject(std::string("plugin:") + FC_BROKEN_ABI_FUTURE); });
+  EXPECT_NE(msg.find("ABI v99"), std::string::npos) << msg;
+}
+
+// A v1 plugin still loads; it never sees fc_buffers.plan, so whatever that holds after its call is not
+// read: its run plan is unknown (and the budget takes the conservative side of every choice).
+TEST(PluginSubject, AnAbiV1PluginRunsWithAnUnknownPlan) {
+  auto s = PluginSubject::open(FC_BROKEN_ABI_V1);
+  const Problem p = small_problem();
+  const SubjectOutput out = s->run(p, ramp_inputs(p, Format::fp32), fp32_options());
+  EXPECT_EQ(out.plan, RunPlan{});
+}
+
+// A v2 plugin's plan must agree with what was asked explicitly: one split asked, three reported.
+TEST(PluginSubject, APlanThatContradictsTheRequestIsAFailedRun) {
+  auto s = PluginSubject::open(FC_BROKEN_WRONG_PLAN);
+  const Problem p = small_problem();
+  const std::string msg = error_of([&] { s->run(p, ramp_inputs(p, Format::fp32), fp32_options()); });
+  EXPECT_NE(msg.find("reports running 3 split(s) where 1 were asked"), std::string::npos) << msg;
+}
+
+// The example plugin reports what it ran: one key per step and no split. It never rounds P and
+// multiplies and adds separately, which neither l convention nor accumulation model names: it leaves
+// those unknown.
+TEST(PluginSubject, TheExamplePluginReportsItsPlan) {
+  auto s = PluginSubject::open(FC_EXAMPLE_CPU_PLUGIN);
+  const Problem p = small_problem();
+  const SubjectOutput out = s->run(p, ramp_inputs(p, Format::fp32), fp32_options());
+  EXPECT_EQ(out.plan.step_n, 1);
+  EXPECT_EQ(out.plan.num_splits, 1);
+  EXPECT_FALSE(out.plan.accumulation.has_value());
+  EXPECT_FALSE(out.plan.l_from_fp32_p.has_value());
 }
 
 TEST(PluginSubject, MissingLibraryAndMissingSymbolAreClear) {

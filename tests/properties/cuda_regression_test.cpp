@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/subject_registry.h"
+#include "properties/check_pipeline.h"
 #include "properties/distributions.h"
 #include "properties/generators.h"
 #include "reference/error_budget.h"
@@ -157,10 +158,10 @@ TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
       const double qd = recipe == Recipe::fp8_e4m3 ? o.q_descale : 1.0, kd = recipe == Recipe::fp8_e4m3 ? o.k_descale : 1.0;
       for (double& q : in.q) q = (sign(rng) ? -1 : 1) * small(rng) * f.min_subnormal() * qd;
       for (double& k : in.k) k = round_to(recipe_spec(recipe).input, (sign(rng) ? -1 : 1) * std::ldexp(frac(rng), expo(rng))) * kd;
-      const SubjectOutput got = cuda->run(p, in, o);
       const Float64Attention ref = exact_attention_f64(p, in);
-      const ErrorBudget budget = error_budget(p, in, o, budget_tile_n(caps, p, o), ref);
-      const BudgetVerdict v = check_against_budget(p, got.o, got.lse, ref, budget, recipe_spec(recipe).output);
+      const CheckedRun run = check_run(*cuda, caps, p, in, o, ref);
+      const SubjectOutput& got = run.out;
+      const BudgetVerdict& v = run.judged.verdict;
       EXPECT_EQ(v.violations, 0u) << recipe_spec(recipe).name << " d=" << d << ": worst LSE error/bound "
                                   << v.max_lse_ratio;
       if (recipe == Recipe::fp8_e4m3) continue;
@@ -200,10 +201,10 @@ TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
         AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 21, &o);
         const int bad_row = 3;
         in.q[p.q_index(0, 1, bad_row, d / 2)] = NAN;
-        const SubjectOutput out = cuda->run(p, in, o);
         const Float64Attention ref = exact_attention_f64(p, in);
-        const ErrorBudget budget = error_budget(p, in, o, budget_tile_n(caps, p, o), ref);
-        const BudgetVerdict v = check_against_budget(p, out.o, out.lse, ref, budget, recipe_spec(recipe).output);
+        const CheckedRun run = check_run(*cuda, caps, p, in, o, ref);
+        const SubjectOutput& out = run.out;
+        const BudgetVerdict& v = run.judged.verdict;
         const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d) +
                                  " splits=" + std::to_string(splits);
         EXPECT_EQ(v.violations, 0u) << what << ": worst error/bound " << v.max_ratio;

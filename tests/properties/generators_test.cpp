@@ -127,29 +127,6 @@ TEST(property_generators, only_what_the_subject_claims) {
   }
 }
 
-// The budget's tile width is the online softmax's step: an explicit Bc for a subject that steps whole
-// tiles; the narrowest listed Bc for one that says it may step in parts of a tile (our CUDA kernel does
-// for 128-key tiles and fp8 two-m-tile tiles), since a budget for wider steps than those taken can be
-// too small.
-TEST(property_generators, budget_tile_width_is_the_softmax_step) {
-  Capabilities caps = cuda_like();
-  Problem p;
-  RunOptions o;
-  EXPECT_EQ(budget_tile_n(caps, p, o), 32);  // the subject's default tile: the narrowest listed
-  o.tile_m = 128;
-  o.tile_n = 128;
-  EXPECT_EQ(budget_tile_n(caps, p, o), 128);
-  caps.subtile_steps = true;
-  EXPECT_EQ(budget_tile_n(caps, p, o), 32);
-  EXPECT_EQ(narrowest_listed_tile_n(caps), 32);
-  o.two_level_accum = true;  // its count is not monotone in Bc: the budget for any Bc
-  EXPECT_EQ(budget_tile_n(caps, p, o), 0);
-  o.two_level_accum = false;
-  caps.tiles.clear();
-  EXPECT_EQ(budget_tile_n(caps, p, o), 1);  // nothing listed: one key per step, the most steps
-  EXPECT_EQ(narrowest_listed_tile_n(caps), 0);
-}
-
 TEST(property_generators, hostile_values_are_what_they_claim) {
   CaseSpace space;
   space.nan_weight = 2;

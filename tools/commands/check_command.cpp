@@ -116,11 +116,11 @@ int run(CheckFlags f) {
     one.cases.push_back(r);
     std::printf("%s\n", to_json(one)["cases"][0].dump(1).c_str());
   } else {
-    std::printf("subject   %s\nrecipe    %s\nproblem   %s\ninputs    %s, seed %llu\ntile      %s (budget for Bc=%d)\n"
+    std::printf("subject   %s\nrecipe    %s\nproblem   %s\ninputs    %s, seed %llu\ntile      %s\nbudget    for %s\n"
                 "options   l from %s, %s\n",
                 r.subject.c_str(), std::string(recipe_spec(r.recipe).name).c_str(), p.describe().c_str(),
                 std::string(distribution_name(r.distribution)).c_str(), (unsigned long long)r.seed,
-                tile_name({r.tile_m, r.tile_n}).c_str(), r.budget_tile_n,
+                tile_name({r.tile_m, r.tile_n}).c_str(), r.budget_basis.c_str(),
                 r.l_from_fp32_p ? "the fp32 p (FA-2 convention)" : "the rounded P",
                 r.two_level_accum ? "two-level P.V accumulation" : "one P.V accumulation chain");
     if (r.status != "ok") {

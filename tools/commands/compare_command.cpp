@@ -4,14 +4,13 @@
 //   flashcheck compare --q Q.npy --k K.npy --v V.npy [--format F] [--scale S] [--mask M]
 //                      [--key-lengths L.npy] --candidate O.npy [--candidate-lse LSE.npy] --recipe R
 //                      [--tile-n N] [--num-splits N] [--l-convention unknown|rounded-p|fp32-p]
-//                      [--report DIR] [--subject NAME]
+//                      [--accumulation unknown|tensor-core|sequential] [--report DIR] [--subject NAME]
 //
 // Exit status: 0 every element within its bound, 1 a violation (or a NaN/inf where the exact result has
-// none), 2 bad input. The candidate's key tile width, split count and l convention are unknown, so
-// unless --tile-n / --num-splits / --l-convention say otherwise the budget takes the conservative side
-// of each (key tiles of 1, 128 splits, the elementwise max over both ways of summing l: see
-// assumed_tile_n and conservative_budget below); that only widens the bound, it never flags a correct
-// kernel. --subject also runs one of our subjects on the same inputs against the same budget.
+// none), 2 bad input. The candidate is judged by the check pipeline (properties/check_pipeline.h) as a
+// run whose plan is what the flags say: a softmax step width, split count, l convention or accumulation
+// left unknown is budgeted on its conservative side; that only widens the bound, it never flags a
+// correct kernel. --subject also runs one of our subjects on the same inputs, judged the same way.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +22,7 @@
 #include <iostream>
 #include <memory>
 
+#include "properties/check_pipeline.h"
 #include "reference/error_budget.h"
 #include "reference/exact_attention.h"
 #include "reference/recipe.h"
@@ -40,47 +40,10 @@ struct CompareOptions {
   int tile_n = 0;
   int num_splits = 0;
   std::string l_convention = "unknown";
+  std::string accumulation = "unknown";
   int worst = 8;
   bool quiet = false;
 };
-
-// The budget's tile dependence: every key tile may raise the running max once, and each raise costs a
-// rescale of the accumulator and of l. A kernel with key tiles of one key rescales the most, so tile_n = 1
-// is the most conservative assumption for a kernel whose tiling we do not know (the property suite makes
-// the same choice for a subject without a declared tile, properties/generators.cpp budget_tile_n).
-int assumed_tile_n(const CompareOptions& o) { return o.tile_n > 0 ? o.tile_n : 1; }
-
-// Split-KV: every split adds a merge (its terms only add to the bound), so an unknown kernel is assumed
-// to split into as many chunks as FlashAttention-2's heuristic ever chooses.
-constexpr int kMaxAssumedSplits = 128;
-int assumed_splits(const CompareOptions& o) { return o.num_splits > 0 ? o.num_splits : kMaxAssumedSplits; }
-
-// The bound for a kernel whose conventions are unknown: the elementwise max over the conventions it may
-// use. The two ways of summing l are not ordered (summing the rounded P cancels P's rounding in O, summing
-// the fp32 P does not but has a different denominator), so both are computed.
-fc::ErrorBudget conservative_budget(const fc::Problem& p, const fc::AttentionInputs& in, fc::RunOptions run, int tile_n,
-                                    const fc::Float64Attention& ref, const std::string& l_convention) {
-  std::vector<bool> conventions;
-  if (l_convention == "rounded-p" || l_convention == "unknown") conventions.push_back(false);
-  if (l_convention == "fp32-p" || l_convention == "unknown") conventions.push_back(true);
-  fc::ErrorBudget merged;
-  for (size_t c = 0; c < conventions.size(); ++c) {
-    run.l_from_fp32_p = conventions[c];
-    fc::ErrorBudget b = fc::error_budget(p, in, run, tile_n, ref);
-    if (c == 0) {
-      merged = std::move(b);
-      continue;
-    }
-    auto max_into = [](std::vector<double>& into, const std::vector<double>& from) {
-      for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
-    };
-    max_into(merged.o_bound, b.o_bound);
-    max_into(merged.o_bound_probabilistic, b.o_bound_probabilistic);
-    max_into(merged.lse_bound, b.lse_bound);
-    max_into(merged.lse_bound_probabilistic, b.lse_bound_probabilistic);
-  }
-  return merged;
-}
 
 std::vector<double> candidate_values(const std::string& path, const std::vector<int64_t>& shape, fc::Format output) {
   const fc::npy::Array a = fc::npy::read(path);
@@ -172,30 +135,32 @@ int run_compare(const CompareOptions& o) {
   run.q_descale = o.in.q_descale;
   run.k_descale = o.in.k_descale;
   run.v_descale = o.in.v_descale;
-  const int tile_n = assumed_tile_n(o);
+  run.num_splits = 0;  // the candidate decided
+  // What the flags say the candidate ran; the rest stays unknown.
+  fc::SubjectOutput candidate;
+  candidate.o = cand;
+  candidate.lse = cand_lse;
+  candidate.plan.step_n = std::max(o.tile_n, 0);
+  candidate.plan.num_splits = std::max(o.num_splits, 0);
+  if (o.l_convention != "unknown") candidate.plan.l_from_fp32_p = o.l_convention == "fp32-p";
+  if (o.accumulation != "unknown")
+    candidate.plan.accumulation = o.accumulation == "tensor-core" ? fc::Accumulation::tensor_core : fc::Accumulation::ieee_fp32;
   const fc::Float64Attention ref = fc::exact_attention_f64(p, lp.inputs);
-  run.num_splits = assumed_splits(o);
-  const fc::ErrorBudget budget = conservative_budget(p, lp.inputs, run, tile_n, ref, o.l_convention);
+  const size_t keep = size_t(std::max(o.worst, 1));
+  const fc::Judgement judged = fc::judge_output(p, lp.inputs, run, fc::Capabilities{}, candidate, ref, keep);
   std::vector<Outcome> outcomes;
-  outcomes.push_back({"candidate " + o.candidate,
-                      fc::check_against_budget(p, cand, cand_lse, ref, budget, rs.output, size_t(std::max(o.worst, 1))),
-                      {}});
+  outcomes.push_back({"candidate " + o.candidate, judged.verdict, {}});
 
-  // Optionally one of our subjects on the same inputs, for scale ("the error/bound against ours").
+  // Optionally one of our subjects on the same inputs, for scale ("the error/bound against ours"): it
+  // runs with its own defaults and is judged for the plan it reports.
   if (!o.subject.empty()) {
 #ifdef FC_HAVE_SUBJECTS
     Outcome ours{"subject " + o.subject, {}, {}};
     try {
       auto subject = fc::make_subject(o.subject);
-      // The subject runs with its own defaults (the conservative split count above is the budget's
-      // assumption about the candidate, not a request); it is held to the same budget as the candidate.
-      fc::RunOptions own;
-      own.recipe = run.recipe;
-      own.q_descale = run.q_descale;
-      own.k_descale = run.k_descale;
-      own.v_descale = run.v_descale;
-      const fc::SubjectOutput out = subject->run(p, lp.inputs, own);
-      ours.verdict = fc::check_against_budget(p, out.o, out.lse, ref, budget, rs.output, size_t(std::max(o.worst, 1)));
+      fc::RunOptions own = run;
+      own.num_splits = 1;
+      ours.verdict = fc::check_run(*subject, subject->capabilities(), p, lp.inputs, own, ref, {keep}).judged.verdict;
     } catch (const std::exception& e) {
       ours.error = e.what();
     }
@@ -207,11 +172,8 @@ int run_compare(const CompareOptions& o) {
 
   const fc::BudgetVerdict& v = outcomes.front().verdict;
   const bool violation = v.violations > 0;
-  const std::string header =
-      fmt::format("flashcheck compare: recipe {}, {} (output {}; budget for key tiles of {}, {} split(s), l from {}{})",
-                  rs.name, p.describe(), fc::spec(rs.output).name, tile_n, run.num_splits,
-                  o.l_convention == "unknown" ? "either convention" : o.l_convention,
-                  o.tile_n > 0 && o.num_splits > 0 && o.l_convention != "unknown" ? "" : ": conservative where unknown");
+  const std::string header = fmt::format("flashcheck compare: recipe {}, {} (output {}; budget for {})", rs.name,
+                                         p.describe(), fc::spec(rs.output).name, judged.basis.describe());
   std::cout << header << "\n";
   for (const auto& r : outcomes) std::cout << "  " << verdict_line(r) << "\n";
   if (!o.quiet && !v.worst.empty()) std::cout << "worst elements of the candidate (error/bound, descending):\n" << worst_table(p, v, false);
@@ -226,9 +188,11 @@ int run_compare(const CompareOptions& o) {
                   {"n_k", p.n_k},     {"d", p.d},             {"dv", p.dv}};
     j["mask"] = fc::window_name(p.window);
     j["scale"] = p.effective_scale();
-    j["assumed_tile_n"] = tile_n;
-    j["assumed_num_splits"] = run.num_splits;
+    j["budget_basis"] = judged.basis.describe();
+    j["budget_tile_n"] = judged.basis.tile_n;
+    j["budget_num_splits"] = judged.basis.options.num_splits;
     j["l_convention"] = o.l_convention;
+    j["accumulation"] = o.accumulation;
     j["inputs"] = {{"q", o.in.q}, {"k", o.in.k}, {"v", o.in.v}, {"format", std::string(fc::spec(lp.format).name)}};
     j["candidate"] = o.candidate;
     j["results"] = nlohmann::json::array();
@@ -253,9 +217,7 @@ int run_compare(const CompareOptions& o) {
     md << "# flashcheck compare: " << (violation ? "VIOLATION" : "within budget") << "\n\n"
        << "- recipe: " << rs.name << " (output " << fc::spec(rs.output).name << ")\n"
        << "- problem: " << p.describe() << "\n"
-       << "- budget: key tiles of " << tile_n << ", " << run.num_splits << " split(s), l summed from "
-       << (o.l_convention == "unknown" ? std::string("either convention (elementwise max)") : o.l_convention)
-       << " (unknown settings take their conservative side)\n"
+       << "- budget: for " << judged.basis.describe() << " (what the candidate did not say takes its conservative side)\n"
        << "- inputs: " << o.in.q << ", " << o.in.k << ", " << o.in.v << "\n\n";
     for (const auto& r : outcomes) md << "- " << verdict_line(r) << "\n";
     md << "\n## Worst elements of the candidate\n\n" << worst_table(p, v, true)
@@ -275,13 +237,18 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--candidate-lse", opts->candidate_lse, "the candidate LSE (natural log), shape (B, Hq, Nq)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--recipe", opts->recipe, "fp32 | tf32 | fp16 | bf16 | fp8_e4m3 | fp8_e5m2")->required();
-  cmd->add_option("--tile-n", opts->tile_n, "the candidate's key tile width, when known (default: most conservative)");
+  cmd->add_option("--tile-n", opts->tile_n,
+                  "the candidate's online-softmax step (its key tile width), when known (default: any)");
   cmd->add_option("--num-splits", opts->num_splits,
-                  "the candidate's split-KV chunk count, when known (default: assume up to 128, the conservative side)");
+                  "the candidate's split-KV chunk count, when known (default: possibly split, the conservative side)");
   cmd->add_option("--l-convention", opts->l_convention,
                   "how the candidate sums l: rounded-p (l from the P that multiplies V), fp32-p (FlashAttention-2/3), "
                   "or unknown (default: the bound covers both)")
       ->check(CLI::IsMember({"unknown", "rounded-p", "fp32-p"}));
+  cmd->add_option("--accumulation", opts->accumulation,
+                  "how the candidate accumulates Q.K^T and P.V: tensor-core (block FMA), sequential (fp32 fma one "
+                  "product at a time) or unknown (default: the tensor-core bound, which covers both)")
+      ->check(CLI::IsMember({"unknown", "tensor-core", "sequential"}));
   cmd->add_option("--report", opts->report_dir, "write compare.md and compare.json into this directory");
   cmd->add_option("--worst", opts->worst, "how many worst elements to show (default 8)");
   cmd->add_option("--subject", opts->subject, "also run this subject (e.g. cuda, emulation) on the same inputs");

@@ -4,7 +4,7 @@
 //   flashcheck fuzz [--subject cuda] [--seconds 600] [--seed N] [--limits cpu|gpu] [--out DIR] [--jobs N]
 //   flashcheck fuzz --explain FILE [--subject NAME] [--limits cpu|gpu] [--run]
 //
-// Cases come from random bytes decoded by properties/fuzz_case_decoder.h (the libFuzzer target's
+// Cases come from random bytes decoded by properties/fuzz_decode.h (the libFuzzer target's
 // decoder): lengths biased to the subject's tile grid and to the bug reports' seqlens, hostile values
 // (raw bit patterns with NaN and subnormals, huge and tiny exponents, injected NaN) and the isolation
 // probe (NaN / +-inf in one element must not change any output that does not depend on it). Every case
@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "kernels/subject_registry.h"
-#include "properties/fuzz_case_decoder.h"
+#include "properties/fuzz_check.h"
+#include "properties/fuzz_decode.h"
+#include "properties/fuzz_reproduce.h"
 #include "tools/command_registry.h"
 #include "tools/report/interrupt.h"
 

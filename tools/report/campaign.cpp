@@ -11,10 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "properties/check_pipeline.h"
 #include "reference/error_budget.h"
-#if defined(FC_HAVE_EMULATION)
-#include "kernels/cpu/emulated_kernel.h"
-#endif
 #include "tools/report/aggregate.h"
 #include "tools/report/fa3_inputs.h"
 #include "tools/report/interrupt.h"
@@ -62,31 +60,6 @@ std::string where_of(const Problem& p, const WorstElement& w) {
   const size_t i = idx % size_t(p.n_q);
   idx /= size_t(p.n_q);
   return fmt::format("O[{},{},{},{}]", idx / size_t(p.heads_q), idx % size_t(p.heads_q), i, c);
-}
-
-// The key tile (Bc) the subject really ran, which the budget must be derived for: more tiles mean
-// more running-max increases, so a budget for a wider tile than the one that ran can be too small.
-int budget_tile_n(Subject& subject, const Capabilities& caps, const Problem& p, const RunOptions& o) {
-#if defined(FC_HAVE_EMULATION)
-  if (auto* emu = dynamic_cast<EmulatedKernel*>(&subject)) return emu->effective_tile(p, o).n;
-#endif
-  // Our CUDA kernel runs fp32 on its SIMT path with a fixed 4 x 32 tile whatever is asked
-  // (kernels/cuda/fused_attention.cpp, plan()).
-  if (caps.name == "cuda-fa2" && o.recipe == Recipe::fp32) return 32;
-  if (o.tile_n > 0 && !caps.subtile_steps) return o.tile_n;
-  // The step is not known exactly. Two-level fp8 accumulation's count is not monotone in Bc: 0, the budget
-  // for any Bc (docs/error-analysis.md).
-  if (o.two_level_accum) return 0;
-  // A subject that may step in parts of a tile: the narrowest listed Bc. One that chose its own tile and
-  // does not say which: Bc = 1, the most tiles and rescales.
-  return o.tile_n > 0 ? std::max(narrowest_listed_tile_n(caps), 1) : 1;
-}
-
-// A plugin that refuses a problem its declared capabilities admit (our CUDA kernel declares the union
-// of its tiles over head dims, and refuses a tile not compiled for this d) has not failed: the case is
-// outside what it runs, like a capability mismatch.
-bool refused_as_unsupported(const std::string& what) {
-  return what.find("refused the problem as unsupported") != std::string::npos;
 }
 
 }  // namespace
@@ -211,31 +184,24 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
     c.q_descale = o.q_descale;
     c.k_descale = o.k_descale;
     c.v_descale = o.v_descale;
-    if (auto why = unsupported(caps, p, o)) {
-      c.status = "skipped";
-      c.message = *why;
-      return done(c);
-    }
     SubjectOutput out;
     try {
-      std::unique_lock<std::mutex> lock;
-      if (run_lock) lock = std::unique_lock<std::mutex>(*run_lock);
-      out = subject.run(p, in, o);
-    } catch (const std::exception& e) {
-      c.status = refused_as_unsupported(e.what()) ? "skipped" : "error";
-      c.message = std::string(c.status == "skipped" ? "" : "subject failed: ") + e.what();
+      out = run_subject(subject, caps, p, in, o, run_lock);
+    } catch (const SubjectRefused& e) {
+      c.status = "skipped";
+      c.message = e.reason;
       return done(c);
-    }
-    if (out.o.size() != p.o_size()) {
+    } catch (const std::exception& e) {
       c.status = "error";
-      c.message = fmt::format("subject returned {} O elements, expected {}", out.o.size(), p.o_size());
+      c.message = std::string("subject failed: ") + e.what();
       return done(c);
     }
     const Float64Attention ref = exact_attention_f64(p, in);
-    c.budget_tile_n = budget_tile_n(subject, caps, p, o);
-    const ErrorBudget budget = error_budget(p, in, o, c.budget_tile_n, ref);
-    const Format out_format = recipe_spec(c.recipe).output;
-    const BudgetVerdict v = check_against_budget(p, out.o, out.lse, ref, budget, out_format, size_t(keep_worst));
+    const Judgement judged = judge_output(p, in, o, caps, out, ref, size_t(keep_worst));
+    const ErrorBudget& budget = judged.budget;
+    const BudgetVerdict& v = judged.verdict;
+    c.budget_tile_n = judged.basis.tile_n;
+    c.budget_basis = judged.basis.describe();
     c.elements = v.elements;
     c.violations = v.violations;
     c.nan_mismatches = v.nan_mismatches;

@@ -55,7 +55,8 @@ struct CaseRecord {
   Distribution distribution = Distribution::normal;
   uint64_t seed = 0;
   int tile_m = 0, tile_n = 0;         // what the subject was asked for (0 = its default)
-  int budget_tile_n = 0;              // the Bc the budget was derived for
+  int budget_tile_n = 0;              // the softmax step the budget was derived for (0: any)
+  std::string budget_basis;           // what the budget assumed, in words (properties/check_pipeline.h)
   bool l_from_fp32_p = false;         // RunOptions: l summed from the fp32 p (the FA-2 convention)
   bool two_level_accum = false;       // RunOptions: fp8 P.V promoted to fp32 every tile
   double q_descale = 1, k_descale = 1, v_descale = 1;

@@ -135,6 +135,7 @@ json to_json(const ReportData& r) {
                      {"tile_m", c.tile_m},
                      {"tile_n", c.tile_n},
                      {"budget_tile_n", c.budget_tile_n},
+                     {"budget_basis", c.budget_basis},
                      {"l_from_fp32_p", c.l_from_fp32_p},
                      {"two_level_accum", c.two_level_accum},
                      {"q_descale", num(c.q_descale)},
@@ -253,6 +254,7 @@ ReportData report_from_json(const json& j) {
     k.tile_m = get<int>(x, "tile_m");
     k.tile_n = get<int>(x, "tile_n");
     k.budget_tile_n = get<int>(x, "budget_tile_n");
+    k.budget_basis = get_or<std::string>(x, "budget_basis", "");
     // Options came later: a report without them ran with the defaults.
     k.l_from_fp32_p = x.contains("l_from_fp32_p") && get<bool>(x, "l_from_fp32_p");
     k.two_level_accum = x.contains("two_level_accum") && get<bool>(x, "two_level_accum");

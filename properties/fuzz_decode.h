@@ -1,8 +1,8 @@
-// Fuzz cases: bytes -> (Problem, RunOptions, AttentionInputs), the oracle that checks one case against
-// the reference and the error budget, and the printers that turn a reproducer into a readable problem
-// and a ready-to-paste regression test. Shared by the libFuzzer target (tests/fuzz/attention_fuzzer.cpp),
-// which decodes libFuzzer's bytes, and the `flashcheck fuzz` driver (tools/commands/fuzz_command.cpp),
-// which decodes random bytes from CaseGenerator. docs/fuzzing.md describes the layout.
+// Fuzz cases, decoded: bytes -> (Problem, RunOptions, AttentionInputs). The oracle that checks a case
+// is properties/fuzz_check.h, the printers and reproducer files properties/fuzz_reproduce.h. Shared by
+// the libFuzzer target (tests/fuzz/attention_fuzzer.cpp), which decodes libFuzzer's bytes, and the
+// `flashcheck fuzz` driver (tools/commands/fuzz_command.cpp), which decodes random bytes from
+// CaseGenerator. docs/fuzzing.md describes the layout.
 //
 // Layout (same convention as libFuzzer's FuzzedDataProvider): every structural choice (shape, tiles,
 // mask, recipe, value modes, injected NaN, the isolation probe) is an integer read from the END of
@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "kernels/subject.h"
-#include "reference/error_budget.h"
 
 namespace fc::fuzz {
 
@@ -43,7 +42,7 @@ struct FuzzLimits {
   double max_work = 2e5;   // B * Hq * Nq * Nk * (d + dv), the cost of one reference evaluation
   double max_elements = 4e4;  // Q + K + V elements, the cost of decoding and moving the inputs
   std::vector<int64_t> special_lengths;  // lengths from real bug reports, tried when within the limits
-  bool score_guard = true;      // |scale| d max|Q| max|K| <= 2^20 (fuzz_case_decoder.cpp, docs/fuzzing.md)
+  bool score_guard = true;      // |scale| d max|Q| max|K| <= 2^20 (fuzz_decode.cpp, docs/fuzzing.md)
   bool output_headroom = true;  // |V| <= max_finite(output) / 2
 
   static FuzzLimits cpu();  // small problems, thousands of cases per second (libFuzzer)
@@ -110,50 +109,5 @@ class CaseGenerator {
   uint64_t next();
   uint64_t state_;
 };
-
-// The oracle for one case.
-struct CaseVerdict {
-  bool skipped = false;
-  std::string skip_reason;
-  BudgetVerdict budget;                // the error budget's verdict (elements, worst ratio, violations)
-  size_t semantic_violations = 0;      // NaN / inf / masked-row / shape mismatches found by the oracle itself
-  size_t isolation_violations = 0;     // outputs changed by a poisoned element they do not depend on
-  size_t budget_defects = 0;           // NaN or negative bounds from the budget on finite references: a
-                                       // budget bug (every error would pass), reported as a finding
-  bool subject_failed = false;         // SubjectError or any exception from the subject
-  std::vector<std::string> findings;   // first few, human-readable
-  bool clean() const {
-    return skipped || (budget.violations == 0 && semantic_violations == 0 && isolation_violations == 0 &&
-                       budget_defects == 0 && !subject_failed);
-  }
-  size_t total_violations() const {
-    return budget.violations + semantic_violations + isolation_violations + budget_defects + (subject_failed ? 1 : 0);
-  }
-};
-
-// The Bc the budget is derived for: the tile the subject really runs (our CUDA kernel's fp32 path
-// always uses Bc = 32), or 0 ("unknown": the budget then bounds any Bc) when the subject chooses.
-int budget_tile_n(const Capabilities& caps, const FuzzCase& fc);
-
-CaseVerdict check_case(Subject& subject, const FuzzCase& fc, size_t max_findings = 8);
-
-// Readable description: the problem, options, value modes, and (for small cases) every tensor.
-std::string describe(const FuzzCase& fc, size_t max_elements_printed = 64);
-// A self-contained GoogleTest that rebuilds the case from exact hex-float literals, runs the named
-// subject and asserts check_case is clean.
-std::string to_regression_test(const FuzzCase& fc, std::string_view test_name, std::string_view subject_name);
-
-// Reproducer files: libFuzzer writes raw bytes (decoded with the emulation's capabilities and the cpu
-// limits); the driver writes a header line "FCFUZZ1 subject=<name> limits=<cpu|gpu> caps=<line>\n"
-// before the bytes.
-struct Reproducer {
-  std::string subject = "emulation";
-  std::string limits = "cpu";
-  bool score_guard = true, output_headroom = true;  // header "guards=score,headroom" (default both)
-  std::optional<Capabilities> caps;  // from the header; absent for raw libFuzzer files
-  std::vector<uint8_t> bytes;
-};
-Reproducer read_reproducer(const std::string& path);
-void write_reproducer(const std::string& path, const Reproducer& r);
 
 }  // namespace fc::fuzz

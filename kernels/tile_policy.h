@@ -1,0 +1,142 @@
+// The tile policy of our fused kernel, in one table: which (Br, Bc, warps, stages) tiles are compiled per
+// head dim, which one runs by default, and how many keys each online-softmax step takes. It feeds the
+// CUDA kernel's dispatch and traits (kernels/cuda/), its declared capabilities and launch plan
+// (fused_attention.cpp), the per-head-dim instantiation files (kernels/cuda/CMakeLists.txt reads
+// kHeadDims below), and the CPU emulation's default tile (kernels/cpu/). Plain constexpr C++17, so host
+// and device code include the same definitions.
+//
+// A warp owns 16 or 32 query rows (one or two 16-row MMA tiles) with their O accumulator in registers;
+// Bc is the key tile that cp.async brings into shared memory, double-buffered (2 stages) or in FA-2's
+// single-buffer order (1 stage). (Br, Bc) is unique per head dim, so the C ABI's tile_m/tile_n select
+// an instantiation.
+#pragma once
+
+namespace fc::tiles {
+
+struct TileShape {
+  int m;           // Br: query rows per block
+  int n;           // Bc: keys per tile
+  int warps;       // Br / warps = 16 or 32 rows per warp (one or two 16-row MMA tiles)
+  int stages = 2;  // K/V buffers: 2 double-buffers K and V, 1 is FA-2's single-buffer order
+};
+
+// Head dims with compiled tensor-core instantiations. CMake generates one fwd_hdim<d>.cu per entry.
+inline constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
+inline constexpr int kNumHeadDims = sizeof(kHeadDims) / sizeof(kHeadDims[0]);
+inline constexpr int kNumTileOptions = 3;
+
+constexpr bool is_supported_head_dim(int d) {
+  for (int x : kHeadDims)
+    if (x == d) return true;
+  return false;
+}
+
+// Index 0 of each list is the default (fp16/bf16; fp8 and causal d = 64: default_tile_index below).
+// Reasons, from the tile sweeps on the H200 (docs/cuda-kernel.md, "Tile policy"; TFLOP/s, bf16):
+//  d=32:   64x64, 4 warps of 16 rows: at this d the MMA work per key is small and twice the blocks (and 3
+//          blocks/SM at ~160 registers) win: 218 vs 196 TFLOP/s for 128x128 (causal 190 vs 163).
+//  d=64:   128x128, 4 warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs and the
+//          long key tile halves the barriers per key: 300 vs 287 (128x64) at N = 4096.
+//  d=96:   128x64, 4 warps of 32 rows: 238 vs 230 (128x32).
+//  d=128:  128x64, 4 warps of 32 rows, one stage: S for 64 keys beside the 128-register O, and the single
+//          K and V buffers keep two blocks per SM; 332 vs 278 (128x32, two stages) at N = 4096.
+//  d=256:  64x64, 4 warps of 16 rows, one stage: double buffers of 64 keys would leave one block per SM;
+//          290 vs 237 (64x32, two stages) at N = 4096.
+constexpr TileShape tile_options(int d, int index) {
+  switch (d) {
+    case 32: {
+      constexpr TileShape t[kNumTileOptions] = {{64, 64, 4}, {128, 128, 4}, {128, 64, 4}};
+      return t[index];
+    }
+    case 64: {
+      constexpr TileShape t[kNumTileOptions] = {{128, 128, 4}, {128, 64, 4}, {64, 64, 4}};
+      return t[index];
+    }
+    case 96: {
+      constexpr TileShape t[kNumTileOptions] = {{128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
+      return t[index];
+    }
+    case 128: {
+      constexpr TileShape t[kNumTileOptions] = {{128, 64, 4, 1}, {128, 32, 4}, {64, 64, 4}};
+      return t[index];
+    }
+    case 256: {
+      constexpr TileShape t[kNumTileOptions] = {{64, 64, 4, 1}, {64, 32, 4}, {128, 32, 8}};
+      return t[index];
+    }
+    default:
+      return {0, 0, 0};
+  }
+}
+
+// The default tile index for a head dim, input format, mask and length. fp8 at d = 96/128 takes the
+// one-m-tile 64x64 tile (index 2 in both lists) and at d = 256 the two-stage 64x32 (index 1): the others
+// spill (docs/cuda-kernel.md, "Spills"). Causal masks at d = 64 (16-bit) with up to 2048 queries take
+// 64x64: the triangle leaves the last row blocks with most of the work, and twice as many 64-row blocks
+// balance the SMs better (192 vs 174 TFLOP/s at N = 1024, equal at 2048); longer ones keep 128x128.
+constexpr int default_tile_index(int d, bool fp8, bool causal, long long n_q) {
+  if (fp8) return d == 96 || d == 128 ? 2 : d == 256 ? 1 : 0;
+  return causal && d == 64 && n_q <= 2048 ? 2 : 0;
+}
+
+// The index of (m, n) among d's options, or -1.
+constexpr int tile_index_of(int d, int m, int n) {
+  for (int i = 0; i < kNumTileOptions; ++i) {
+    const TileShape t = tile_options(d, i);
+    if (t.m == m && t.n == n) return i;
+  }
+  return -1;
+}
+
+// The fp32 recipe runs on CUDA cores with one fixed tiling (fwd_fp32.cu): 4 query rows (one warp each)
+// by 32 keys, one online-softmax step per tile; tile options do not apply.
+inline constexpr TileShape kSimtFp32Tile = {4, 32, 4};
+
+constexpr int m_tiles_per_warp(const TileShape& t) { return t.m / (16 * t.warps); }
+
+// Keys per online-softmax step (the narrowest step of a tile): the whole tile, except 32 for fp8 with two
+// m-tiles (its P packing and V^T fragments do not fit in registers beside S for 64+ keys) and 64 for
+// 128-key tiles (S for 128 keys beside O, the mask and the boundary-tile state spill). Steps start on
+// multiples of it, so a budget for this step width bounds the run (docs/error-analysis.md, §3.4).
+constexpr int softmax_step_n(const TileShape& t, bool fp8) {
+  return (m_tiles_per_warp(t) == 2 && fp8 && t.n > 32) ? 32 : (t.n > 64 ? 64 : t.n);
+}
+
+// Interior (unmasked) tiles of the 16-bit 128-key tiles at d = 64 take the whole tile as one step (bf16
+// d = 64: 0.956x -> 0.994x flash against two 64-key steps); with the l-from-fp32 convention that spills,
+// so that convention keeps the narrow steps.
+constexpr int interior_step_n(const TileShape& t, bool fp8, bool l_from_fp32, int d) {
+  return (!fp8 && !l_from_fp32 && d == 64 && t.n == 128) ? 128 : softmax_step_n(t, fp8);
+}
+
+// The tile that runs for (d, recipe, mask, n_q) when none is asked for: the table's default for a
+// compiled head dim; for the emulation's other head dims, that of the nearest compiled head dim above
+// (the largest one past the end).
+constexpr TileShape default_tile(int d, bool fp32, bool fp8, bool causal, long long n_q) {
+  if (fp32) return kSimtFp32Tile;
+  int dd = kHeadDims[kNumHeadDims - 1];
+  for (int i = kNumHeadDims - 1; i >= 0; --i)
+    if (kHeadDims[i] >= d) dd = kHeadDims[i];
+  return tile_options(dd, default_tile_index(dd, fp8, causal, n_q));
+}
+
+// Every (Br, Bc) compiled for some head dim, each once, in table order: what the kernel declares as
+// selectable (a tile not compiled for the requested d is refused at run time).
+struct TileList {
+  TileShape tiles[kNumHeadDims * kNumTileOptions];
+  int count;
+};
+constexpr TileList all_tiles() {
+  TileList l{};
+  l.count = 0;
+  for (int h = 0; h < kNumHeadDims; ++h)
+    for (int i = 0; i < kNumTileOptions; ++i) {
+      const TileShape t = tile_options(kHeadDims[h], i);
+      bool seen = false;
+      for (int k = 0; k < l.count; ++k) seen = seen || (l.tiles[k].m == t.m && l.tiles[k].n == t.n);
+      if (!seen) l.tiles[l.count++] = t;
+    }
+  return l;
+}
+
+}  // namespace fc::tiles
