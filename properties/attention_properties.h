@@ -26,8 +26,8 @@ struct PropertyResult {
   std::optional<BudgetVerdict> verdict;  // the budget property's verdict (the same-case test reads it)
 
   static PropertyResult pass() { return {}; }
-  static PropertyResult fail(std::string why) { return {Outcome::fail, std::move(why)}; }
-  static PropertyResult skip(std::string why) { return {Outcome::skip, std::move(why)}; }
+  static PropertyResult fail(std::string why) { return {Outcome::fail, std::move(why), std::nullopt}; }
+  static PropertyResult skip(std::string why) { return {Outcome::skip, std::move(why), std::nullopt}; }
   bool failed() const { return outcome == Outcome::fail; }
   bool skipped() const { return outcome == Outcome::skip; }
 };
