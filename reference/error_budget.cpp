@@ -11,6 +11,9 @@
 // Weighted-mean lemma (exact): for any weights w_j and the exact mean O = sum_j E_j V_j / sum_j E_j,
 //   sum_j w_j V_j / sum_j w_j - O = sum_j (w_j - K E_j)(V_j - O) / sum_j w_j,
 // so every error that reaches the numerator and l identically only sees the centred |V_j - O|.
+//
+// Each term is a function of reference/budget_terms.h, named after its section of docs/error-analysis.md
+// (§3.x); this file walks a row's keys, tiles and columns and feeds them.
 #include "reference/error_budget.h"
 
 #include <algorithm>
@@ -18,16 +21,16 @@
 #include <limits>
 #include <stdexcept>
 
+#include "reference/budget_terms.h"
 #include "reference/tensor_core_model.h"
 
 namespace fc {
 
 namespace {
 
-constexpr double u32 = 0x1p-24;
+using namespace budget;
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-double gamma32(double n) { return n * u32 / (1 - n * u32); }
 double ceil_log2(int n) {
   int k = 0;
   while ((1 << k) < n) ++k;
@@ -85,15 +88,13 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
 
   // Score accumulation over d [R] (IEEE: gamma_d, FMA or not) or [M] (block FMA: ceil(d/b) chained
   // steps of (b+1) 2^-F + 2^-23 each), relative to R_j; plus an absolute floor for fp32 subnormals.
-  const int ns_s = tc ? (p.d + tcm.b - 1) / tcm.b : p.d;
   // [M] Subnormal MMA operands align at their format's smallest normal (tensor_core_model.h): the score's
   // truncation is charged against alignment magnitudes, and P.V gets the excess of a subnormal P~ or V
   // over its value (below). In stored units; P~ carries the pre-scale S.
   const double mn_op = spec(rs.operand).min_normal(), mn_p = pf.min_normal();
   const double trunc_step = double(tcm.b + 1) * std::ldexp(1.0, -tcm.budget_F);
-  double eps_s = tc ? ns_s * step * (1 + ns_s * step) : gamma32(p.d);
-  eps_s += 0x1p-50;  // the budget's own double-precision scores
-  const double abs_s = ns_s * 0x1p-149;
+  const ScoreAccumulation sa = score_accumulation(tc, p.d, tcm.b, step);  // §3.2
+  const double eps_s = sa.eps, abs_s = sa.abs;
 
   ErrorBudget B;
   B.tile_n = tile_unknown ? 0 : tile_n;
@@ -154,7 +155,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           z.push_back(sgn * dot);
           // R carries the accumulation error; the operand rounding's score error is added exactly.
           R.push_back(rr);
-          op_err.push_back(op_round ? (op_term ? std::fabs(dot_op - dot) * (1 + 0x1p-40) : 0.0) : 0.0);
+          op_err.push_back(op_term ? operand_rounding(dot_op, dot) : 0.0);  // §3.1
           zmax = std::max(zmax, sgn * dot);
           rmax = std::max(rmax, rr);
         }
@@ -162,9 +163,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         double vmax = 0;
         for (size_t x = 0; x < n; ++x)
           for (int c = 0; c < p.dv; ++c) vmax = std::max(vmax, std::fabs(in.v[p.v_index(b, hk, keys[x], c)] / vd));
-        // Outside the model's domain (fp32 overflow of a score, of m*c or of the accumulator): no bound.
-        const double acc_mag = S * double(n) * vmax * 2;
-        if (!(rmax * (1 + eps_s) < 0x1p126) || !(rmax * c32 < 0x1p126) || !(acc_mag < 0x1p126)) {
+        // §3.16 Outside the model's domain (fp32 overflow of a score, of m*c or of the accumulator): no bound.
+        if (outside_domain(rmax, eps_s, c32, S * double(n) * vmax * 2)) {
           for (int c = 0; c < p.dv; ++c) B.o_bound[o0 + c] = B.o_bound_probabilistic[o0 + c] = inf;
           B.lse_bound[li] = B.lse_bound_probabilistic[li] = inf;
           continue;
@@ -190,7 +190,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         std::vector<int> may_raise(T, 0), suffix(T + 1, 0);
         for (size_t t = 0; t < T; ++t) {
           run[t] = t ? std::max(run[t - 1], tmax[t]) : tmax[t];
-          may_raise[t] = t > 0 && (splits_opt > 1 || tmax[t] + eps_max > run[t - 1] - eps_max);
+          may_raise[t] = t > 0 && budget::may_raise(tmax[t], run[t - 1], eps_max, splits_opt > 1);  // §3.4
         }
         for (size_t t = T; t-- > 0;) suffix[t] = suffix[t + 1] + may_raise[t];
         const int raises = suffix[0];
@@ -207,7 +207,6 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         zeta.resize(n);
         zeta_l.resize(n);
         const double eK = std::exp(sigma * eps_max);  // bounds the common factor K and 1/K
-        const double ex2_rel = 5 * u32 * (1 + 5 * u32);
         double sumE = 0;
         for (size_t x = 0; x < n; ++x) {
           const size_t t = tile_idx[x];
@@ -216,16 +215,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           sumE += E[x];
           const int C = suffix[t + 1] + (splits_opt > 1 ? 1 : 0);
           double e = 0;
-          if (terms.scores) e += sigma * (eps_s * R[x] + abs_s);
-          e += sigma * op_err[x];
-          if (terms.exponent)
-            e += u32 * sigma * ((delta + 2 * eps_max) * 2 + std::fabs(run[t]) + eps_max) * (1 + 4 * u32) + ex2_rel;
-          if (terms.rescale) e += 2 * u32 * sigma * (zmax - run[t] + 2 * eps_max) * (1 + 4 * u32) + ex2_rel * C;
+          if (terms.scores) e += sigma * (eps_s * R[x] + abs_s);                              // §3.2
+          e += sigma * op_err[x];                                                             // §3.1
+          if (terms.exponent) e += exponent_argument(sigma, delta, run[t], eps_max);          // §3.3
+          if (terms.rescale) e += rescale_factors(sigma, zmax, run[t], eps_max, C);           // §3.4
           eta[x] = e * (1 + 1e-6);
-          const bool flagged = terms.underflow && E[x] * std::exp(-eta[x]) / eK < thresh;
-          const double val = E[x] * std::exp(eta[x]) * eK;
-          zeta[x] = flagged ? std::min(val * (1 + uP), theta_abs * eK) : 0.0;
-          zeta_l[x] = flagged ? std::min(val, theta_ftz * eK) : 0.0;
+          const Underflow uf = underflow(E[x], eta[x], eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
+          zeta[x] = uf.zeta;
+          zeta_l[x] = uf.zeta_l;
         }
 
         // Accumulation counts. l: keys per quad lane (tensor-core recipes). a: per column, only keys with
@@ -248,28 +245,17 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           }
         }
         const int splits = splits_unknown ? int(std::max<size_t>(T, 1)) : splits_opt;
-        const int merge = splits > 1 ? 2 * splits + (fa1 ? 2 : 0) : 0;
+        const int merge = merge_roundings(splits, fa1);  // §3.13
         const double fa1_tiles = fa1 ? double((p.key_length(b) + tile_n - 1) / tile_n) : 0.0;
-        // eps_pv relative to W = sum_j w_j |V_jk|, from the column's count of rounding steps.
+        // §3.9 / §3.10 / §5: eps_pv relative to W = sum_j w_j |V_jk|, from the column's count of rounding steps.
+        const PvMode pv_mode = !tc ? PvMode::sequential
+                               : tile_unknown ? PvMode::tensor_core_any_tile
+                               : two_level ? PvMode::tensor_core_two_level
+                                           : PvMode::tensor_core;
         auto eps_pv_of = [&](int nz_keys, int nz_blocks, int nz_max_tile_blocks, bool prob) {
           if (!terms.pv_accumulation) return 0.0;
-          double e;
-          if (tc && tile_unknown)  // every key its own block, in one chain or per tile: bounds any Bc
-            e = nz_keys * step * (1 + nz_keys * step) + gamma32(double(n + raises + merge));
-          else if (tc && two_level)  // [M] per-tile block chain from zero, then an fp32 add per tile [R]
-            e = nz_max_tile_blocks * step * (1 + nz_max_tile_blocks * step) + gamma32(double(T + raises + merge));
-          else if (tc)  // [M] one chain of block steps through the accumulator; rescale multiplies [R]
-            e = nz_blocks * step * (1 + nz_blocks * step) + gamma32(double(raises + merge));
-          else  // [R] sequential fp32 FMA
-            e = gamma32(double(nz_keys + raises + merge));
-          // FA-1 renormalises at every tile of the row BLOCK's key range, also tiles with no visible key for
-          // this row (the range depends on Br, which the budget does not see): at most ceil(len / Bc).
-          if (fa1) e += gamma32(3.0 * fa1_tiles);
-          if (!prob || tc) return e;  // truncation (RZ) is one-signed: no sqrt(n) [H]
-          // FA-1's per-tile renormalisation stays worst case: once l stops growing (a dominant key), every
-          // tile repeats the same roundings (fl(kept O), fl(1/l)), so its errors are not independent.
-          const double fa1_part = fa1 ? gamma32(3.0 * fa1_tiles) : 0.0;
-          return std::min(e, lambda * std::sqrt(double(nz_keys + raises + merge)) * u32 + fa1_part);
+          return pv_accumulation(pv_mode, PvCounts{nz_keys, nz_blocks, nz_max_tile_blocks}, step, int(n), int(T),
+                                 raises, merge, fa1_tiles, prob, lambda);
         };
         double eps_l = 0, eps_l_prob = 0;
         if (terms.l_accumulation) {
@@ -278,10 +264,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           else if (simt) nl = ceil_log2(max_tile_keys) + 2.0 * T;  // adds with a zero partner are exact
           else nl = double((tile_unknown ? int(n) : *std::max_element(lane_cnt, lane_cnt + 4)) + raises + 2);
           nl += merge;
-          eps_l = gamma32(nl);
+          eps_l = l_sums(nl);  // §3.8
           eps_l_prob = std::min(eps_l, lambda * std::sqrt(nl) * u32);
         }
-        const double eps_fin = terms.division ? std::pow(1 + u32, fp8 ? 3 : 2) - 1 : 0.0;
+        const double eps_fin = terms.division ? final_division(fp8) : 0.0;  // §3.11
         const double u_out = terms.output_rounding ? of.unit_roundoff() : 0.0;
         const double out_abs = terms.output_rounding ? 0.5 * of.min_subnormal() : 0.0;
 
@@ -293,21 +279,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         err_c_det.resize(n);
         whi.resize(n);
         double lhi = 0, sum_whi = 0;
-        for (size_t x = 0; x < n; ++x) {
-          const double ep = std::exp(eta[x]), em = std::exp(-eta[x]);
-          whi[x] = E[x] * ep * (1 + uP) + zeta[x];
-          sum_whi += whi[x];
-          if (!l_fp32) {
-            den += std::max(0.0, E[x] * em * (1 - uP) - zeta[x]);
-            err_c[x] = E[x] * (ep * (1 + uP) - 1) + zeta[x];
-            err_c_det[x] = E[x] * (ep - 1) + zeta[x];
-            lhi += whi[x];
-          } else {
-            den += std::max(0.0, E[x] * em - zeta_l[x]);
-            err_c[x] = E[x] * (ep - 1) + zeta_l[x];
-            err_c_det[x] = err_c[x];
-            lhi += E[x] * ep + zeta_l[x];
-          }
+        for (size_t x = 0; x < n; ++x) {  // §3.6
+          const WeightInterval wi = weight_interval(E[x], eta[x], uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
+          whi[x] = wi.whi;
+          sum_whi += wi.whi;
+          den += wi.den;
+          err_c[x] = wi.err_c;
+          err_c_det[x] = wi.err_c_det;
+          lhi += wi.lhi;
         }
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
@@ -317,8 +296,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           double excess_l = 0;
           for (size_t x = 0; x < n; ++x)
             if (E[x] * std::exp(-eta[x]) * S < mn_p) excess_l = std::max(excess_l, std::max(whi[x], mn_p / S));
-          const double chain = nbl * step * (1 + nbl * step) + gamma32(double(raises + merge)) +
-                               nbl * trunc_step * excess_l / den;
+          const double chain = l_chain(nbl, step, raises + merge, trunc_step, excess_l, den);  // §3.8
           eps_l = std::max(eps_l, chain);
           eps_l_prob = std::max(eps_l_prob, chain);  // truncation is one-signed: no sqrt(n) [H]
         }
@@ -375,17 +353,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
           const double Tc_prob = std::min(Tc, (num_det + lambda * uP * std::sqrt(num_p2)) / den);
           const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
-          auto total = [&](double tc_, double tp_, double epv, double el) {
-            // eps_l >= 1 (the chain's alignment excess over a vanishing lower bound of l, with scores far
-            // outside the model): l may be 0, so no claim. Found by the libFuzzer target (negative bound).
-            if (!(el < 1)) return inf;
-            const double Y = std::fabs(O) + oe + tc_ + tp_;
-            const double top = Vop;
-            const double eacc = (epv * Wn + Xn * (1 + epv) + el * Y) / (1 - el);
-            const double Z = Y + top + eacc;
-            const double fin = eps_fin * Z;
-            const double outr = u_out * (Z + fin) + out_abs;
-            return (tc_ + tp_ + top + eacc + fin + outr + floor_abs) * (1 + 1e-9) + (terms.reference ? oe : 0.0);
+          auto total = [&](double tc_, double tp_, double epv, double el) {  // §0
+            return element_bound(ElementParts{std::fabs(O), oe, tc_, tp_, Vop, epv, Wn, Xn, el, eps_fin, u_out, out_abs,
+                                              floor_abs, terms.reference});
           };
           B.o_bound[oi] = total(Tc, Tp, eps_pv_of(nz_keys, nz_blocks, nz_max_tile_blocks, false), eps_l);
           B.o_bound_probabilistic[oi] =
@@ -394,16 +364,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
 
         // LSE [R]: lse = fl(fl(m^ se) + fl(logf(l) - offset)); the weights' errors reach log l through
         // L = max(log(l_hi / sum E), -log(l_lo / sum E)).
-        auto lse_total = [&](double el) {
-          if (!(el < 1)) return inf;
-          const double lo = den * (1 - el), hi = lhi * (1 + el);
-          const double L = std::max(std::log(hi / sumE), -std::log(lo / sumE));
-          const double logl = std::fabs(std::log(S * sumE)) + L + sigma * eps_max;
-          const double off = fp8 ? 8 * std::log(2.0) : 0.0;
-          double e = L + 2.01 * u32 * sigma * (std::fabs(zmax) + eps_max) + 4 * u32 * logl + u32 * (logl + off) +
-                     (fp8 ? u32 * off : 0.0);
-          e += u32 * (std::fabs(ref_lse) + e) * 1.01;
-          return e * (1 + 1e-9) + (terms.reference ? ref.lse_error_bound[li] : 0.0);
+        auto lse_total = [&](double el) {  // §3.15
+          return lse_bound(LseParts{den, lhi, sumE, el, S, sigma, zmax, eps_max, ref_lse, ref.lse_error_bound[li], fp8,
+                                    terms.reference});
         };
         B.lse_bound[li] = lse_total(eps_l);
         B.lse_bound_probabilistic[li] = lse_total(eps_l_prob);
