@@ -177,6 +177,17 @@ std::optional<TileSize> other_tile(const Capabilities& caps, const RunOptions& o
   return others[(aux >> 4) % others.size()];
 }
 
+// Two runs of the same case under other options agree within their two budgets (skipped where the
+// subject cannot run either).
+PropertyResult agree_within_budgets(Subject& s, const Capabilities& caps, const Prepared& q, const RunOptions& a,
+                                    const RunOptions& b, const std::string& what) {
+  if (auto why = unsupported(caps, q.p, a)) return PropertyResult::skip(*why);
+  if (auto why = unsupported(caps, q.p, b)) return PropertyResult::skip(*why);
+  const Float64Attention ref = exact_attention_f64(q.p, q.in);
+  compare_within(q.p, run_budgeted(s, caps, q.p, q.in, a, ref), run_budgeted(s, caps, q.p, q.in, b, ref), what);
+  return PropertyResult::pass();
+}
+
 double round_input(Recipe r, double x, double descale) {
   return round_to(recipe_spec(r).input, x / descale, Overflow::saturate) * descale;
 }
@@ -253,12 +264,7 @@ PropertyResult rescaling_property(Subject& s, const GeneratedCase& c) {
     b.num_splits = caps.split_kv ? 2 + int(c.aux % 3) : 1;
     if (a.tile_n == b.tile_n && a.num_splits == b.num_splits && a.tile_m == b.tile_m)
       return PropertyResult::skip("no other tiling or split-KV to compare");
-    if (auto why = unsupported(caps, q.p, a)) return PropertyResult::skip(*why);
-    if (auto why = unsupported(caps, q.p, b)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(q.p, q.in);
-    compare_within(q.p, run_budgeted(s, caps, q.p, q.in, a, ref), run_budgeted(s, caps, q.p, q.in, b, ref),
-                   "another tiling / split-KV merge");
-    return PropertyResult::pass();
+    return agree_within_budgets(s, caps, q, a, b, "another tiling / split-KV merge");
   });
 }
 
@@ -270,12 +276,7 @@ PropertyResult fa1_fa2_property(Subject& s, const GeneratedCase& c) {
     RunOptions a = q.o, b = q.o;
     a.normalisation = Normalisation::fa2;
     b.normalisation = Normalisation::fa1;
-    if (auto why = unsupported(caps, q.p, a)) return PropertyResult::skip(*why);
-    if (auto why = unsupported(caps, q.p, b)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(q.p, q.in);
-    compare_within(q.p, run_budgeted(s, caps, q.p, q.in, a, ref), run_budgeted(s, caps, q.p, q.in, b, ref),
-                   "FA-2 vs FA-1");
-    return PropertyResult::pass();
+    return agree_within_budgets(s, caps, q, a, b, "FA-2 vs FA-1");
   });
 }
 
@@ -288,12 +289,7 @@ PropertyResult tile_size_property(Subject& s, const GeneratedCase& c) {
     RunOptions b = q.o;
     b.tile_m = t->m;
     b.tile_n = t->n;
-    if (auto why = unsupported(caps, q.p, q.o)) return PropertyResult::skip(*why);
-    if (auto why = unsupported(caps, q.p, b)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(q.p, q.in);
-    compare_within(q.p, run_budgeted(s, caps, q.p, q.in, q.o, ref), run_budgeted(s, caps, q.p, q.in, b, ref),
-                   "another (Br, Bc)");
-    return PropertyResult::pass();
+    return agree_within_budgets(s, caps, q, q.o, b, "another (Br, Bc)");
   });
 }
 

@@ -99,28 +99,26 @@ bool kernel_readable(const void* data, const int64_t* stride, int bytes) {
   return true;
 }
 
-// Host-side gather of a strided view into a contiguous buffer (and the reverse).
-void host_pack(const void* src, const View& v, int bytes, std::vector<unsigned char>& dst) {
-  const int64_t total = v.shape[0] * v.shape[1] * v.shape[2] * v.shape[3];
-  dst.resize(static_cast<size_t>(total * bytes));
+// Host-side copy between a strided view and a contiguous buffer, element by element in BHND order:
+// gather (view -> contiguous) or scatter (contiguous -> view).
+enum class Direction { gather, scatter };
+void host_copy(Direction dir, unsigned char* view_data, const View& v, int bytes, unsigned char* packed) {
   int64_t i = 0;
   for (int64_t b = 0; b < v.shape[0]; ++b)
     for (int64_t h = 0; h < v.shape[1]; ++h)
       for (int64_t n = 0; n < v.shape[2]; ++n)
         for (int64_t c = 0; c < v.shape[3]; ++c, ++i) {
-          const int64_t off = b * v.stride[0] + h * v.stride[1] + n * v.stride[2] + c * v.stride[3];
-          std::memcpy(dst.data() + i * bytes, static_cast<const unsigned char*>(src) + off * bytes, bytes);
+          unsigned char* elem = view_data + (b * v.stride[0] + h * v.stride[1] + n * v.stride[2] + c * v.stride[3]) * bytes;
+          if (dir == Direction::gather) std::memcpy(packed + i * bytes, elem, bytes);
+          else std::memcpy(elem, packed + i * bytes, bytes);
         }
 }
-void host_unpack(const std::vector<unsigned char>& src, const View& v, int bytes, void* dst) {
-  int64_t i = 0;
-  for (int64_t b = 0; b < v.shape[0]; ++b)
-    for (int64_t h = 0; h < v.shape[1]; ++h)
-      for (int64_t n = 0; n < v.shape[2]; ++n)
-        for (int64_t c = 0; c < v.shape[3]; ++c, ++i) {
-          const int64_t off = b * v.stride[0] + h * v.stride[1] + n * v.stride[2] + c * v.stride[3];
-          std::memcpy(static_cast<unsigned char*>(dst) + off * bytes, src.data() + i * bytes, bytes);
-        }
+void host_pack(const void* src, const View& v, int bytes, std::vector<unsigned char>& dst) {
+  dst.resize(static_cast<size_t>(v.shape[0] * v.shape[1] * v.shape[2] * v.shape[3] * bytes));
+  host_copy(Direction::gather, static_cast<unsigned char*>(const_cast<void*>(src)), v, bytes, dst.data());
+}
+void host_unpack(std::vector<unsigned char>& src, const View& v, int bytes, void* dst) {
+  host_copy(Direction::scatter, static_cast<unsigned char*>(dst), v, bytes, src.data());
 }
 
 Status validate(Subject subject, const fc_problem& p) {

@@ -30,6 +30,15 @@ cudaError_t launch_any_tile(int tile_index, const FwdParams& p, cudaStream_t str
   }
 }
 
+// fp8 (Elem = E4M3 or E5M2): every head dim and tile option; two-level accumulation is compiled in.
+template <typename Elem>
+cudaError_t dispatch_fp8(int tile_index, const FwdParams& p, cudaStream_t stream) {
+  return dispatch_head_dim(p.d, [&](auto d) {
+    return p.two_level ? launch_any_tile<Elem, decltype(d)::value, true>(tile_index, p, stream)
+                       : launch_any_tile<Elem, decltype(d)::value, false>(tile_index, p, stream);
+  });
+}
+
 template <int kHeadDim>
 cudaError_t dispatch_hdim_16bit(Recipe recipe, int tile_index, const FwdParams& p, cudaStream_t stream) {
   switch (recipe) {

@@ -124,31 +124,9 @@ __device__ __forceinline__ void new_row_max(const OnlineSoftmax (&sm)[kMT], cons
     for (int r = 0; r < 2; ++r) mx[mt][r] = fmaxf(mx[mt][r], __shfl_xor_sync(0xffffffffu, mx[mt][r], 2));
 }
 
-// One online-softmax step for the kMT m-tiles of a warp (fp8 and the redo kernel): updates each row's
-// max, turns s into p = exp2(s*c - m*c) in place and returns the per-row rescale factor alpha (l is
-// rescaled here, a by the caller).
-template <int kMT, int kNTiles>
-__device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (&s)[kMT][kNTiles][4], float c,
-                                               float (&alpha)[kMT][2]) {
-  float mx[kMT][2];
-  new_row_max(sm, s, mx);
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float mc = sm[mt].raise_max(r, mx[mt][r], c, alpha[mt][r]);
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-        s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc));
-        s[mt][j][2 * r + 1] = tile::ex2(__fmaf_rn(s[mt][j][2 * r + 1], c, -mc));
-      }
-      sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
-    }
-}
-
-// The same step split in two, so that the caller can rescale O between them and the exps, the P~ rounding
-// and the l sums form one straight block (the 16-bit kernels): (1) here, the new row max, alpha and m*c
-// per row, and l <- l * alpha; (2) round_p with kExp (fwd_kernel.cuh).
+// The online-softmax step split in two, so that the caller can rescale O between them and the exps, the
+// P~ rounding and the l sums form one straight block (the 16-bit kernels): (1) here, the new row max,
+// alpha and m*c per row, and l <- l * alpha; (2) round_p with kExp (fwd_kernel.cuh).
 template <int kMT, int kNTiles>
 __device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], const float (&s)[kMT][kNTiles][4],
                                                   float c, float (&alpha)[kMT][2], float (&mc)[kMT][2]) {
@@ -161,6 +139,24 @@ __device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], cons
       mc[mt][r] = sm[mt].raise_max(r, mx[mt][r], c, alpha[mt][r]);
       sm[mt].row_sum[r] = __fmul_rn(sm[mt].row_sum[r], alpha[mt][r]);
     }
+}
+
+// The whole step for the kMT m-tiles of a warp (fp8 and the redo kernel): softmax_max_alpha, then s
+// turned into p = exp2(s*c - m*c) in place; the caller rescales a by alpha.
+template <int kMT, int kNTiles>
+__device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (&s)[kMT][kNTiles][4], float c,
+                                               float (&alpha)[kMT][2]) {
+  float mc[kMT][2];
+  softmax_max_alpha(sm, s, c, alpha, mc);
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+        s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc[mt][r]));
+        s[mt][j][2 * r + 1] = tile::ex2(__fmaf_rn(s[mt][j][2 * r + 1], c, -mc[mt][r]));
+      }
 }
 
 }  // namespace flashcheck::cuda

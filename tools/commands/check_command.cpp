@@ -100,15 +100,8 @@ int run(CheckFlags f) {
 
   auto subject = open_subject(f.subject);
   const Capabilities caps = subject->capabilities();
-  {
-    RunOptions o;
-    o.recipe = c.recipe;
-    o.tile_m = c.tile_m;
-    o.tile_n = c.tile_n;
-    o.l_from_fp32_p = c.l_from_fp32_p;
-    o.two_level_accum = c.two_level_accum;
-    if (auto why = unsupported(caps, p, o)) throw UsageError("subject '" + f.subject + "' cannot run this problem: " + *why);
-  }
+  if (auto why = unsupported(caps, p, options_of(c)))
+    throw UsageError("subject '" + f.subject + "' cannot run this problem: " + *why);
   const CaseRecord r = run_case(*subject, caps, c, f.worst);
 
   if (f.json) {

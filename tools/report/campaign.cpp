@@ -87,6 +87,16 @@ Problem problem_of(const CaseRecord& c) {
   return p;
 }
 
+RunOptions options_of(const CaseRecord& c) {
+  RunOptions o;
+  o.recipe = c.recipe;
+  o.tile_m = c.tile_m;
+  o.tile_n = c.tile_n;
+  o.l_from_fp32_p = c.l_from_fp32_p;
+  o.two_level_accum = c.two_level_accum;
+  return o;
+}
+
 Plan plan_campaign(const CampaignSpec& spec, const std::map<std::string, Capabilities>& caps) {
   Plan plan;
   for (Recipe r : spec.recipes) {
@@ -172,12 +182,7 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
     return r;
   };
   const Problem p = problem_of(c);
-  RunOptions o;
-  o.recipe = c.recipe;
-  o.tile_m = c.tile_m;
-  o.tile_n = c.tile_n;
-  o.l_from_fp32_p = c.l_from_fp32_p;
-  o.two_level_accum = c.two_level_accum;
+  RunOptions o = options_of(c);
   try {
     p.validate();
     const AttentionInputs in = make_inputs(p, c.distribution, c.recipe, c.seed, &o);

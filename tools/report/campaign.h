@@ -32,7 +32,9 @@ Plan plan_campaign(const CampaignSpec& spec, const std::map<std::string, Capabil
 // The seed of a grid point's inputs.
 uint64_t case_seed(uint64_t campaign_seed, Recipe r, int64_t n, int d, const std::string& mask, Distribution dist);
 
+// The problem and the run options a case record describes (descales come from the inputs' generator).
 Problem problem_of(const CaseRecord& c);
+RunOptions options_of(const CaseRecord& c);
 
 struct RunSettings {
   int jobs = 1;
