@@ -1,6 +1,6 @@
-// The tensor-core block-FMA model (after Fasi, Higham, Mikaitis & Pranesh 2021 and the bit-accurate
-// models of Khattak & Mikaitis; parameters in /work/shared/research/numerics.md section 3), shared by the
-// CPU emulation (which executes it) and the error budget (which bounds it).
+// The tensor-core block-FMA model (after Fasi, Higham, Mikaitis & Pranesh, "Numerical behavior of NVIDIA
+// tensor cores", 2021, and the bit-accurate models of Khattak & Mikaitis; the parameters per recipe are
+// below), shared by the CPU emulation (which executes it) and the error budget (which bounds it).
 //
 // One block step computes d = c + sum_{i<b} a_i b_i: the products are exact, every term (c included) is
 // aligned to the largest exponent e_max among them, bits below 2^(e_max - F) are truncated (no sticky

@@ -11,8 +11,9 @@ Writes into OUT_DIR:
   plots.json           the values plotted, per figure / recipe / subject, and the SHA-256 of the JSON
                        read, so a test can check the pictures were made from this report
 
-Every file is written to a temporary name and renamed into place. Exit status: 0 done, 2 bad
-arguments or unreadable JSON, 3 matplotlib missing. flashcheck runs this script itself after writing
+Every file is written to a temporary name and renamed into place. FLASHCHECK_PLOT_DPI sets the
+resolution (default 110; scripts/docs_reports.sh renders the documentation's sample smaller). Exit
+status: 0 done, 2 bad arguments or unreadable JSON, 3 matplotlib missing. flashcheck runs this script itself after writing
 report.json; docs/report-format.md describes each plot.
 """
 import hashlib
@@ -20,6 +21,11 @@ import json
 import math
 import os
 import sys
+
+try:
+    DPI = int(os.environ.get("FLASHCHECK_PLOT_DPI", "110"))
+except ValueError:
+    DPI = 110
 
 AXES = [("n", "n_k", "error_vs_n.png", "sequence length N (n_q = n_k)"),
         ("d", "d", "error_vs_d.png", "head dim d"),
@@ -101,7 +107,7 @@ def grid(plt, count):
 
 def save(fig, path):
     tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-    fig.savefig(tmp, dpi=110, format="png")
+    fig.savefig(tmp, dpi=DPI, format="png")
     os.replace(tmp, path)
 
 

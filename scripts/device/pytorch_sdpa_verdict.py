@@ -3,8 +3,8 @@
 Each case: inputs made by torch in bf16/fp16 (N(0,1), or with the FlashAttention-3 paper's outliers),
 one forward per backend under torch.nn.attention.sdpa_kernel, then `flashcheck compare` on the NPY
 files (python/flashcheck), which holds every output element to its a-priori bound for the recipe,
-taking the conservative side of what it cannot know about the kernel (key tile 1, split-KV, either
-l convention). Our CUDA kernel (the plugin) runs on the same inputs, inside the first backend's compare.
+taking the conservative side of what it cannot know about the kernel (any softmax step width, possibly
+split, either l convention, either accumulation model). Our CUDA kernel (the plugin) runs on the same inputs, inside the first backend's compare.
 A violation is shrunk to one (batch, head) and then to one query row where it persists, and saved as a
 reproducer. Results: --out/pytorch-sdpa-h200.{md,json}, --out/sdpa_reproducers.npz.
 """
@@ -247,8 +247,8 @@ def render(env, cases, elapsed, have_repro):
              f"(CUDA {env['cuda']}, cuDNN {env['cudnn']}), in {elapsed:.0f} s. Ours: "
              f"{'the flashcheck CUDA plugin' if env['ours'] else 'not run (no CUDA plugin carried)'}.", "",
              "Each output element is held to its a-priori bound for the recipe (docs/error-analysis.md) by `flashcheck "
-             "compare`; unknown kernel settings take their conservative side (key tiles of 1, up to 128 split-KV chunks, l "
-             "summed either way). The numbers are the worst error/bound over the case (<= 1: within budget). Inputs are "
+             "compare`; unknown kernel settings take their conservative side (any softmax step width, possibly split, l "
+             "summed either way, either accumulation model). The numbers are the worst error/bound over the case (<= 1: within budget). Inputs are "
              "made in the dtype (N(0,1), or N(0,1) + N(0,100)·Bernoulli(0.001) 'outliers'), so the error is the kernel's "
              "own; `causal-top-left` is `is_causal=True`.", ""]
     # Per backend and recipe.

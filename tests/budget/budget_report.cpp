@@ -1,6 +1,6 @@
 // Figures for docs/error-analysis.md beyond the campaign:
-//  1. the benefit of summing l from the rounded P, per recipe (the setting of
-//     /work/shared/anchors/lsum_from_rounded_p.py: N = 4096, d = 64, Bc = 128, V mean 0 / 3 / 10);
+//  1. the benefit of summing l from the rounded P, per recipe (N = 4096, d = 64, Bc = 128, V mean
+//     0 / 3 / 10);
 //  2. the probabilistic variant against the worst case on typical random inputs;
 //  3. tightness on aligned-rounding inputs.
 //   budget_report [--rows R] [--keys N]

@@ -1,5 +1,5 @@
 // The seed corpus (tests/corpus), as field choices for the case decoder: the seed explainer's worked
-// examples and the shapes of real tile-boundary bugs (shared/research/tests_anchors.md section 4),
+// examples and the shapes of real tile-boundary bugs (docs/fuzzing.md, docs/known-bugs.md),
 // scaled to the cpu limits where the original is larger. fuzz_seed_corpus writes them; fuzz_decoder_test
 // checks that the committed files are still exactly what they encode (regenerate after changing the
 // decoder: `build/tests/fuzz/fuzz_seed_corpus tests/corpus`).

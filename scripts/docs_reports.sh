@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Regenerates the curated outputs under docs/reports/ (raw logs and per-run JSON stay out of the tree):
+#
+#   bash scripts/docs_reports.sh sample
+#       the README's main command (`bash scripts/report.sh`) on this machine -> docs/reports/cpu-sample/
+#       (report.md, summary.csv, the plots at a documentation size, and a README naming machine, date, commit)
+#   bash scripts/docs_reports.sh throughput RUN.json "COMMAND" "MACHINE" "DATE"
+#       one bench/sdpa_compare.py run's JSON (on the H200) -> docs/reports/throughput-h200.{md,png}
+#   bash scripts/docs_reports.sh pytorch DIR
+#       scripts/device/pytorch_sdpa_verdict.sh's output folder (on the H200) -> docs/reports/pytorch-sdpa-h200.md
+#
+# Each writes into a temporary folder and moves the result into place only when complete.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=docs/reports
+py=$(command -v /usr/bin/python3 || command -v python3)
+
+case "${1:-}" in
+  sample)
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    start=$(date -u +%s)
+    FLASHCHECK_PLOT_DPI=45 bash scripts/report.sh --out "$tmp/report" --progress lines
+    seconds=$(( $(date -u +%s) - start ))
+    mkdir -p "$tmp/cpu-sample/plots"
+    cp "$tmp/report/report.md" "$tmp/report/summary.csv" "$tmp/cpu-sample/"
+    cp "$tmp"/report/plots/*.png "$tmp/cpu-sample/plots/"
+    cat >"$tmp/cpu-sample/README.md" <<EOF
+# Sample report: the default campaign
+
+[report.md](report.md) is the README's main command, \`bash scripts/report.sh\`, made on $(date -u +%Y-%m-%d) on
+$(nproc) cores ($(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME"))$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo " with $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" || echo " without a GPU, so the only subject is the CPU emulation"), at commit
+$(git rev-parse --short HEAD), in ${seconds} s including the build. \`bash scripts/docs_reports.sh sample\` regenerates this folder:
+the report's own summary table and plots (rendered smaller here); its report.json and cases.csv are not kept in
+the tree. docs/report-format.md explains every table, column and plot.
+EOF
+    rm -rf "$dest/cpu-sample.new" && mv "$tmp/cpu-sample" "$dest/cpu-sample.new"
+    rm -rf "$dest/cpu-sample" && mv "$dest/cpu-sample.new" "$dest/cpu-sample"
+    echo "docs_reports: wrote $dest/cpu-sample"
+    ;;
+  throughput)
+    [ $# -eq 5 ] || { echo "usage: $0 throughput RUN.json COMMAND MACHINE DATE" >&2; exit 2; }
+    "$py" bench/render_sdpa_compare.py "$2" "$dest/throughput-h200" --command "$3" --machine "$4" --date "$5"
+    ;;
+  pytorch)
+    [ $# -eq 2 ] && [ -f "$2/pytorch-sdpa-h200.md" ] || { echo "usage: $0 pytorch DIR (with pytorch-sdpa-h200.md)" >&2; exit 2; }
+    cp "$2/pytorch-sdpa-h200.md" "$dest/.pytorch-sdpa-h200.md.tmp"
+    mv "$dest/.pytorch-sdpa-h200.md.tmp" "$dest/pytorch-sdpa-h200.md"
+    echo "docs_reports: wrote $dest/pytorch-sdpa-h200.md"
+    ;;
+  *)
+    sed -n '2,12p' "$0" >&2
+    exit 2
+    ;;
+esac
