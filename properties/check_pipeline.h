@@ -1,7 +1,7 @@
 // The one check pipeline: run a subject on a problem, compute the exact reference, derive the error
 // budget for the plan the subject actually ran, and judge its output against it. The property suite,
 // the fuzzer, `flashcheck report`, `check` and `compare` all call this, so a case gets the same bound
-// and the same verdict whichever command checks it (tests/properties/same_case_test.cpp shows it).
+// and the same verdict whichever command checks it (tests/cli/same_case_test.cpp shows it).
 //
 // The budget depends on choices the subject makes (the softmax step width, the split count, how l is
 // summed, how products are accumulated). The subject reports them (SubjectOutput::plan); a choice it
