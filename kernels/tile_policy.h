@@ -32,16 +32,17 @@ constexpr bool is_supported_head_dim(int d) {
 }
 
 // Index 0 of each list is the default (fp16/bf16; fp8 and causal d = 64: default_tile_index below).
-// Reasons, from the tile sweeps on the H200 (docs/cuda-kernel.md, "Tile policy"; TFLOP/s, bf16):
+// Reasons (TFLOP/s at N = 4096 on the H200; docs/cuda-kernel.md, "Tile policy", has each figure's
+// command and date):
 //  d=32:   64x64, 4 warps of 16 rows: at this d the MMA work per key is small and twice the blocks (and 3
-//          blocks/SM at ~160 registers) win: 218 vs 196 TFLOP/s for 128x128 (causal 190 vs 163).
+//          blocks/SM at ~160 registers) win: 217.7 vs 196.3 for 128x128 (causal 189.5 vs 163.1).
 //  d=64:   128x128, 4 warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs and the
-//          long key tile halves the barriers per key: 300 vs 287 (128x64) at N = 4096.
-//  d=96:   128x64, 4 warps of 32 rows: 238 vs 230 (128x32).
+//          long key tile halves the barriers per key: 293.9 vs 272.0 (128x64).
+//  d=96:   128x64, 4 warps of 32 rows: 238.2 vs 230.4 (128x32).
 //  d=128:  128x64, 4 warps of 32 rows, one stage: S for 64 keys beside the 128-register O, and the single
-//          K and V buffers keep two blocks per SM; 332 vs 278 (128x32, two stages) at N = 4096.
+//          K and V buffers keep two blocks per SM; 332.2 vs 277.9 (128x32, two stages).
 //  d=256:  64x64, 4 warps of 16 rows, one stage: double buffers of 64 keys would leave one block per SM;
-//          290 vs 237 (64x32, two stages) at N = 4096.
+//          292.7 vs 237.0 (64x32, two stages).
 constexpr TileShape tile_options(int d, int index) {
   switch (d) {
     case 32: {
@@ -70,10 +71,11 @@ constexpr TileShape tile_options(int d, int index) {
 }
 
 // The default tile index for a head dim, input format, mask and length. fp8 at d = 96/128 takes the
-// one-m-tile 64x64 tile (index 2 in both lists) and at d = 256 the two-stage 64x32 (index 1): the others
-// spill (docs/cuda-kernel.md, "Spills"). Causal masks at d = 64 (16-bit) with up to 2048 queries take
-// 64x64: the triangle leaves the last row blocks with most of the work, and twice as many 64-row blocks
-// balance the SMs better (192 vs 174 TFLOP/s at N = 1024, equal at 2048); longer ones keep 128x128.
+// one-m-tile 64x64 tile (index 2 in both lists), the only spill-free option there, and at d = 256 the
+// two-stage 64x32 (index 1) instead of the spilling 64x64 (docs/cuda-kernel.md, "Spills"). Causal masks at
+// d = 64 (16-bit) with up to 2048 queries take 64x64: the triangle leaves the last row blocks with most of
+// the work, and twice as many 64-row blocks balance the SMs better (192.1 vs 174.4 TFLOP/s at N = 1024,
+// equal at 2048); longer ones keep 128x128.
 constexpr int default_tile_index(int d, bool fp8, bool causal, long long n_q) {
   if (fp8) return d == 96 || d == 128 ? 2 : d == 256 ? 1 : 0;
   return causal && d == 64 && n_q <= 2048 ? 2 : 0;

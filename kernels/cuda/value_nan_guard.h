@@ -15,8 +15,8 @@
 //      bit map per tile, ORs per row the columns in which that row sees a NaN, and sets a(row, column) =
 //      NaN there. NaN is absorbing (every later rescale and add keeps it), so setting it at the end gives
 //      the value that setting it at the tile would have given.
-// The redo is a separate kernel: inlined into the fast kernel, even as a separate branch, the guard made it
-// 5-25% slower; as it is, it costs about 0.4% (measured on the H200, docs/cuda-kernel.md).
+// The redo is a separate kernel: inlined into the fast kernel, even as a separate branch, the guard costs
+// registers and spills; as it is, it costs about 0.4% (measured on the H200, docs/cuda-kernel.md).
 #pragma once
 
 #include <cstdint>
