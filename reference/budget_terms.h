@@ -10,11 +10,7 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define FC_HOST_DEVICE __host__ __device__
-#else
-#define FC_HOST_DEVICE
-#endif
+#include "reference/host_device.h"
 
 namespace fc::budget {
 

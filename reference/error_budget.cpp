@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "reference/budget_terms.h"
+#include "reference/element_verdict.h"
 #include "reference/tensor_core_model.h"
 
 namespace fc {
@@ -40,7 +41,7 @@ double ceil_log2(int n) {
 }  // namespace
 
 double scaled_ulps(double error, double scale_a, Format output) {
-  return error / ulp(output, std::fabs(scale_a));
+  return error / verdict::ulp(output_format(output), std::fabs(scale_a));
 }
 
 ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
@@ -381,10 +382,13 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   return B;
 }
 
-bool legitimate_overflow(double got, double want, double bound, Format output) {
+verdict::OutputFormat output_format(Format output) {
   const FormatSpec& s = spec(output);
-  if (!std::isinf(got) || !std::isfinite(want) || !s.has_inf || std::signbit(got) != std::signbit(want)) return false;
-  return std::fabs(want) + bound >= s.max_finite + ulp(output, s.max_finite) / 2;
+  return {s.precision, s.emin, s.emax, s.has_inf, s.max_finite};
+}
+
+bool legitimate_overflow(double got, double want, double bound, Format output) {
+  return verdict::legitimate_overflow(got, want, bound, output_format(output));
 }
 
 double BudgetVerdict::rmse() const { return elements ? std::sqrt(sum_sq_error / double(elements)) : 0.0; }
@@ -415,18 +419,18 @@ BudgetVerdict check_against_budget(const Problem& p, const std::vector<double>& 
                                    size_t keep_worst) {
   if (o.size() != p.o_size()) throw std::invalid_argument("check_against_budget: O has the wrong size");
   if (!lse.empty() && lse.size() != p.lse_size()) throw std::invalid_argument("check_against_budget: LSE has the wrong size");
+  const verdict::OutputFormat of = output_format(output);
   BudgetVerdict v;
-  auto ratio_of = [](double err, double bound) { return err == 0 ? 0.0 : (bound > 0 ? err / bound : inf); };
   double cut = -1;  // ratios at or below this cannot enter the kept worst list
   auto note = [&](size_t index, bool is_lse, double got, double want, double err, double bound, double su) {
-    if (keep_worst == 0 || ratio_of(err, bound) <= cut) return;
+    if (keep_worst == 0 || verdict::ratio(err, bound) <= cut) return;
     v.worst.push_back({index, is_lse, got, want, err, bound, su});
     if (v.worst.size() > 4 * keep_worst + 16) {
       std::sort(v.worst.begin(), v.worst.end(), [&](const WorstElement& a, const WorstElement& b) {
-        return ratio_of(a.error, a.bound) > ratio_of(b.error, b.bound);
+        return verdict::ratio(a.error, a.bound) > verdict::ratio(b.error, b.bound);
       });
       v.worst.resize(keep_worst);
-      cut = ratio_of(v.worst.back().error, v.worst.back().bound);
+      cut = verdict::ratio(v.worst.back().error, v.worst.back().bound);
     }
   };
   for (size_t r = 0; r < p.lse_size(); ++r) {
@@ -435,68 +439,47 @@ BudgetVerdict check_against_budget(const Problem& p, const std::vector<double>& 
     const bool empty_row = want_lse == -inf;
     for (int c = 0; c < p.dv; ++c) {
       const size_t oi = o0 + c;
-      const double want = ref.out.o[oi], got = o[oi];
-      if (legitimate_overflow(got, want, budget.o_bound[oi], output)) continue;
-      if (std::isnan(want) || std::isnan(got) || !std::isfinite(got)) {
-        if (!(std::isnan(want) && std::isnan(got))) {
-          ++v.nan_mismatches;
-          ++v.violations;
-          note(oi, false, got, want, inf, budget.o_bound[oi], inf);
-        }
+      const double want = ref.out.o[oi], got = o[oi], bound = budget.o_bound[oi];
+      const verdict::Element e =
+          verdict::judge_o(got, want, bound, budget.o_bound_probabilistic[oi], budget.scale_a[oi], empty_row, of);
+      if (e.kind == verdict::Kind::skip) continue;
+      if (e.kind == verdict::Kind::violation) {
+        ++v.violations;
+        v.nan_mismatches += e.nan_mismatch;
+        note(oi, false, got, want, e.err, e.nan_mismatch ? bound : 0.0, HUGE_VAL);
         continue;
       }
-      if (empty_row) {  // no visible key: exactly 0
-        if (got != 0.0) {
-          ++v.violations;
-          note(oi, false, got, want, std::fabs(got), 0.0, inf);
-        }
-        continue;
-      }
-      const double err = std::fabs(got - want), bound = budget.o_bound[oi];
-      const double ratio = ratio_of(err, bound);
-      const double su = scaled_ulps(err, budget.scale_a[oi], output);
       ++v.elements;
-      v.sum_ratio += std::isfinite(ratio) ? ratio : 0.0;
-      v.max_ratio = std::max(v.max_ratio, ratio);
-      const double pr = ratio_of(err, budget.o_bound_probabilistic[oi]);
-      v.max_ratio_probabilistic = std::max(v.max_ratio_probabilistic, pr);
-      if (pr > 1) ++v.exceed_probabilistic;
-      v.max_scaled_ulps = std::max(v.max_scaled_ulps, su);
-      v.sum_scaled_ulps += su;
-      v.max_abs_error = std::max(v.max_abs_error, err);
-      v.sum_sq_error += err * err;
-      if (err > bound) ++v.violations;
-      note(oi, false, got, want, err, bound, su);
+      v.sum_ratio += std::isfinite(e.ratio) ? e.ratio : 0.0;
+      v.max_ratio = std::max(v.max_ratio, e.ratio);
+      v.max_ratio_probabilistic = std::max(v.max_ratio_probabilistic, e.ratio_probabilistic);
+      if (e.ratio_probabilistic > 1) ++v.exceed_probabilistic;
+      v.max_scaled_ulps = std::max(v.max_scaled_ulps, e.scaled_ulps);
+      v.sum_scaled_ulps += e.scaled_ulps;
+      v.max_abs_error = std::max(v.max_abs_error, e.err);
+      v.sum_sq_error += e.err * e.err;
+      if (e.err > bound) ++v.violations;
+      note(oi, false, got, want, e.err, bound, e.scaled_ulps);
     }
     if (lse.empty()) continue;
-    const double got = lse[r];
-    if (std::isnan(want_lse) || std::isnan(got)) {
-      if (!(std::isnan(want_lse) && std::isnan(got))) {
-        ++v.nan_mismatches;
-        ++v.violations;
-        note(r, true, got, want_lse, inf, budget.lse_bound[r], inf);
-      }
-      continue;
-    }
-    if (empty_row || std::isinf(got)) {
-      if (!(empty_row && got == -inf)) {
-        ++v.violations;
-        if (!empty_row) ++v.nan_mismatches;
-        note(r, true, got, want_lse, inf, empty_row ? 0.0 : budget.lse_bound[r], inf);
-      }
+    const double got = lse[r], bound = budget.lse_bound[r];
+    const verdict::Element e = verdict::judge_lse(got, want_lse, bound, empty_row);
+    if (e.kind == verdict::Kind::skip) continue;
+    if (e.kind == verdict::Kind::violation) {
+      ++v.violations;
+      v.nan_mismatches += e.nan_mismatch;
+      note(r, true, got, want_lse, HUGE_VAL, empty_row ? 0.0 : bound, HUGE_VAL);
       continue;
     }
     ++v.lse_checked;
-    const double err = std::fabs(got - want_lse), bound = budget.lse_bound[r];
-    const double ratio = ratio_of(err, bound);
-    v.max_lse_ratio = std::max(v.max_lse_ratio, ratio);
-    if (err > bound) {
+    v.max_lse_ratio = std::max(v.max_lse_ratio, e.ratio);
+    if (e.err > bound) {
       ++v.violations;
-      note(r, true, got, want_lse, err, bound, 0.0);
+      note(r, true, got, want_lse, e.err, bound, 0.0);
     }
   }
   std::sort(v.worst.begin(), v.worst.end(), [&](const WorstElement& a, const WorstElement& b) {
-    return ratio_of(a.error, a.bound) > ratio_of(b.error, b.bound);
+    return verdict::ratio(a.error, a.bound) > verdict::ratio(b.error, b.bound);
   });
   if (v.worst.size() > keep_worst) v.worst.resize(keep_worst);
   return v;

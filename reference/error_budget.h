@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/element_verdict.h"
 #include "reference/exact_attention.h"
 #include "reference/recipe.h"
 
@@ -78,6 +79,9 @@ struct BudgetVerdict {
   double rmse() const;
   void add(const BudgetVerdict& other, size_t keep_worst = 8);
 };
+
+// The output format's numbers as the per-element verdict (reference/element_verdict.h) takes them.
+verdict::OutputFormat output_format(Format output);
 
 // IEEE round-to-nearest overflows at max_finite + ulp/2, so an exact value within its bound of that
 // threshold may legitimately come out as +-inf of its own sign (docs/semantics.md, "Outputs at the edge

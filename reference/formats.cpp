@@ -1,5 +1,7 @@
 #include "reference/formats.h"
 
+#include "reference/element_verdict.h"
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -140,11 +142,7 @@ double decode(Format f, uint32_t bits) {
 
 double ulp(Format f, double x) {
   const FormatSpec& s = spec(f);
-  const double ax = std::fabs(x);
-  if (std::isnan(x)) return x;
-  if (std::isinf(x)) return std::ldexp(1.0, s.emax - s.precision + 1);
-  const int lead = ax == 0.0 ? s.emin : std::max(std::ilogb(ax), s.emin);
-  return std::ldexp(1.0, std::min(lead, s.emax) - s.precision + 1);
+  return verdict::ulp({s.precision, s.emin, s.emax, s.has_inf, s.max_finite}, x);
 }
 
 double next_up(Format f, double x) {

@@ -3,11 +3,12 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: plugin_suite, sanitizers, bench, fp8, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
+# pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
-#     test_cuda_attention property_cuda_test cuda_regression_test flashcheck_property_runner bench_fused_attention
+#     test_cuda_attention property_cuda_test cuda_regression_test same_case_test flashcheck_property_runner \
+#     flashcheck_example_cpu_plugin bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
 # and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1); BENCH_ARGS replaces the
 # benchmark's shape arguments (default --dims 64,128,256); FP8_ERROR_N the fp8 error table's N list;
@@ -43,6 +44,8 @@ steps=",${STEPS:-gpu_tests,regression,property_cuda,report,sdpa_verdict,pytest_e
 want() { [[ $steps == *",$1,"* ]]; }
 want gpu_tests && step gpu_tests 90 "$bin/test_cuda_attention"
 want regression && step regression 90 "$bin/cuda_regression_test"
+want same_case && step same_case 90 env FC_EXAMPLE_CPU_PLUGIN=.dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so \
+  "$bin/same_case_test"
 want property_cuda && step property_cuda 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
 if want plugin_suite; then
   # The plugin issue's check, as ctest -L gpu registers it (cmake/flashcheckKernelTests.cmake): the packaged
@@ -83,6 +86,14 @@ if want fp8; then
   step fp8_tflops 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 --seqs 1024,4096,16384 --reps 10
   step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
     --seqs 1024,4096,16384 --reps 10 --flags 2
+fi
+if want fp8_ab && [ -x "$bin/ab/bench_fused_attention" ]; then
+  # fp8 throughput of this build against another (AB_BENCH=path in prepare_carry.sh: bin/ab/), in the
+  # order new, old, old, new, so that neither build always runs first.
+  for r in new1 old1 old2 new2; do
+    b="$bin/bench_fused_attention"; [[ $r == old* ]] && b="$bin/ab/bench_fused_attention"
+    step "fp8_ab_$r" 60 "$b" --recipes e4m3,e5m2 --dims 64,128,256 --seqs 1024,4096,16384 --reps 10
+  done
 fi
 if want ncu_profile; then
   # Nsight Compute on one forward of ours, flash and cuDNN per shape (PROFILE_SHAPES: dtype:d:N:causal),

@@ -4,11 +4,12 @@
 #   .dev/flashcheck/bin/flashcheck       the CLI (built here; the device image has no Eigen/MPFR/CLI11)
 #   .dev/flashcheck/lib/*.so*            the non-glibc libraries it links (fmt, mpfr, gmp)
 #   .dev/flashcheck/lib/libflashcheck_cuda{,_naive}_plugin.so   our CUDA kernels as plugins, when built
-#   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,flashcheck-properties,
-#                        bench_fused_attention}
+#   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,same_case_test,
+#                        flashcheck-properties,bench_fused_attention}
+#   .dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so   the example plugin (same_case_test)
 #   .dev/flashcheck/python/flashcheck    the Python package
 # and packs the folder as .dev/flashcheck.tgz, which is what a run carries.
-# Usage: [AB_PLUGIN=path.so] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# Usage: [AB_PLUGIN=path.so] [AB_BENCH=path/bench_fused_attention] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
 # (one build with -DFLASHCHECK_CUDA=ON serves as both: the CLI, the tests and the plugins)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,14 +30,16 @@ ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
 done
 # Our kernels as plugins (fused; naive for its regression test), the GPU test binaries and the C++ bench,
 # when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab).
-for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so; do
+for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so \
+         kernels/plugin/libflashcheck_example_cpu_plugin.so; do
   if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/cuda_regression_test \
-         kernels/plugin/flashcheck-properties bench/bench_fused_attention; do
+         tests/cli/same_case_test tools/flashcheck-properties bench/bench_fused_attention; do
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
+if [ -n "${AB_BENCH:-}" ]; then mkdir -p "$dest/bin/ab" && cp "$AB_BENCH" "$dest/bin/ab/"; fi
 cp -r python/flashcheck "$dest/python/"
 find "$dest" -name __pycache__ -prune -exec rm -rf {} +
 # The fatbins make the folder ~100 MB, over the 64 MiB a run may carry; compressed it is ~40 MB. The

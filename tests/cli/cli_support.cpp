@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -17,9 +18,14 @@ std::string quote(const std::string& s) {
 }
 }  // namespace
 
+std::string flashcheck_exe() {
+  const char* e = std::getenv("FLASHCHECK_EXE");
+  return e && *e ? e : FLASHCHECK_EXE;
+}
+
 Result run_flashcheck(const std::vector<std::string>& args, const std::string& env) {
   std::string cmd = env.empty() ? "" : env + " ";
-  cmd += quote(FLASHCHECK_EXE);
+  cmd += quote(flashcheck_exe());
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " 2>&1 </dev/null";
   Result r;

@@ -12,7 +12,11 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-// Runs FLASHCHECK_EXE with the arguments (each shell-quoted); `env` is prepended (e.g. "FOO=1").
+// The executable under test: $FLASHCHECK_EXE when set (a build carried to another machine), else the
+// path compiled in.
+std::string flashcheck_exe();
+
+// Runs flashcheck_exe() with the arguments (each shell-quoted); `env` is prepended (e.g. "FOO=1").
 Result run_flashcheck(const std::vector<std::string>& args, const std::string& env = "");
 
 // A fresh folder under the test's temporary directory, removed at destruction.
