@@ -35,6 +35,19 @@ FC_HOST_DEVICE inline bool legitimate_overflow(double got, double want, double b
   return std::fabs(want) + bound >= f.max_finite + ulp(f, f.max_finite) / 2;
 }
 
+// The histogram of error/bound that reports draw: bin 0 holds ratios below 10^kHistLowExp (zeros
+// included), bins 1..kHistBins quarter decades [10^(lo + (k-1) w), 10^(lo + k w)), the last bin everything
+// at or above 10^kHistHighExp (and +inf).
+inline constexpr double kHistLowExp = -8.0, kHistHighExp = 1.0, kHistStep = 0.25;
+inline constexpr int kHistBins = 36;  // (high - low) / step
+inline constexpr int kHistSize = kHistBins + 2;
+FC_HOST_DEVICE inline int histogram_bin(double ratio) {
+  if (!(ratio >= std::pow(10.0, kHistLowExp))) return 0;  // zero, tiny (and NaN, which never comes here)
+  if (ratio >= std::pow(10.0, kHistHighExp)) return kHistSize - 1;
+  const int k = 1 + int(std::floor((std::log10(ratio) - kHistLowExp) / kHistStep));
+  return k < 1 ? 1 : (k > kHistBins ? kHistBins : k);
+}
+
 // error / bound, with 0 for no error and +inf for an error against a zero (or NaN) bound.
 FC_HOST_DEVICE inline double ratio(double err, double bound) { return err == 0 ? 0.0 : (bound > 0 ? err / bound : HUGE_VAL); }
 

@@ -44,58 +44,79 @@ double scaled_ulps(double error, double scale_a, Format output) {
   return error / verdict::ulp(output_format(output), std::fabs(scale_a));
 }
 
-ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
-                         const Float64Attention& ref, const BudgetTerms& terms) {
+BudgetConstants budget_constants(const Problem& p, const RunOptions& o, int tile_n, const BudgetTerms& terms) {
   if (tile_n < 0) throw std::invalid_argument("error_budget: tile_n must be the subject's Bc (>= 1), or 0 if unknown");
+  BudgetConstants k;
   // Bc unknown: budget for Bc = 1 (every key its own tile: the most tiles, raises and rescale arguments)
   // and count the accumulations as if every key were its own block and lane, which bounds any Bc.
-  const bool tile_unknown = tile_n == 0;
-  if (tile_unknown) tile_n = 1;
-  validate_inputs(p, in);
+  k.tile_unknown = tile_n == 0;
+  k.tile_n = k.tile_unknown ? 1 : tile_n;
   const Recipe r = o.recipe;
   const RecipeSpec& rs = recipe_spec(r);
-  const bool fp8 = r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2;
-  const bool simt = r == Recipe::fp32;
-  const bool tc = !simt && o.accumulation == Accumulation::tensor_core;
-  const bool fa1 = o.normalisation == Normalisation::fa1;
-  const bool two_level = fp8 && o.two_level_accum;
+  k.fp8 = r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2;
+  k.simt = r == Recipe::fp32;
+  k.tc = !k.simt && o.accumulation == Accumulation::tensor_core;
+  k.fa1 = o.normalisation == Normalisation::fa1;
+  k.two_level = k.fp8 && o.two_level_accum;
+  k.l_fp32 = o.l_from_fp32_p;
   // num_splits = 0 lets the subject choose: budget for splitting (at most one split per tile).
-  const bool splits_unknown = o.num_splits <= 0;
-  const int splits_opt = splits_unknown ? 2 : o.num_splits;
+  k.splits_unknown = o.num_splits <= 0;
+  k.splits_opt = k.splits_unknown ? 2 : o.num_splits;
   const BlockFmaModel tcm = tensor_core_model(r);
-  const double step = tcm.step_bound();
+  k.block = tcm.b;
+  k.step = tcm.step_bound();
   const FormatSpec& pf = spec(rs.p_format);
   const FormatSpec& of = spec(rs.output);
 
   // P rounding [R]: |P~ - x| <= u_P |x| in P's normal range, <= half its subnormal spacing below.
-  const double uP = (simt || !terms.p_rounding) ? 0.0 : pf.unit_roundoff();
-  const double S = fp8 ? 256.0 : 1.0;  // the kernel's power-of-two pre-scale of P (exact)
+  k.uP = (k.simt || !terms.p_rounding) ? 0.0 : pf.unit_roundoff();
+  k.S = k.fp8 ? 256.0 : 1.0;  // the kernel's power-of-two pre-scale of P (exact)
   // Underflow [R]: ex2.approx.ftz flushes results below 2^-126 (also alpha); P below P's normal range
   // rounds with an absolute error. In units of the row's max weight (the max key has weight ~1).
-  const double theta_ftz = 0x1p-125;
-  const double theta_abs = (simt ? 0.0 : 0.5 * pf.min_subnormal() / S) + theta_ftz;
-  const double thresh = std::max(0x1p-124, simt ? 0.0 : 2.0 * pf.min_normal() / S);
+  k.theta_ftz = 0x1p-125;
+  k.theta_abs = (k.simt ? 0.0 : 0.5 * pf.min_subnormal() / k.S) + k.theta_ftz;
+  k.thresh = std::max(0x1p-124, k.simt ? 0.0 : 2.0 * pf.min_normal() / k.S);
   // tf32 operand rounding [R]: RN fp32 -> tf32 (relative 2^-11) of Q, K (score) and V (P.V).
   // Computed exactly from the inputs: the score of the rounded operands against the exact score, and
   // |V~ - V| per value, so inputs already representable in tf32 are charged nothing.
-  const bool op_round = r == Recipe::tf32;
-  const bool op_term = op_round && terms.operand_rounding;
-  auto opr = [&](double x) { return op_round ? round_to(Format::tf32, x) : x; };
+  k.op_round = r == Recipe::tf32;
+  k.op_term = k.op_round && terms.operand_rounding;
 
-  const double qd = fp8 ? o.q_descale : 1.0, kd = fp8 ? o.k_descale : 1.0, vd = fp8 ? o.v_descale : 1.0;
-  const double scale = p.effective_scale() * qd * kd;
-  const double sigma = std::fabs(scale), sgn = scale < 0 ? -1.0 : 1.0;
-  const double c32 = double(float(sigma * 1.4426950408889634074));
+  k.qd = k.fp8 ? o.q_descale : 1.0, k.kd = k.fp8 ? o.k_descale : 1.0, k.vd = k.fp8 ? o.v_descale : 1.0;
+  const double scale = p.effective_scale() * k.qd * k.kd;
+  k.sigma = std::fabs(scale), k.sgn = scale < 0 ? -1.0 : 1.0;
+  k.c32 = double(float(k.sigma * 1.4426950408889634074));
 
   // Score accumulation over d [R] (IEEE: gamma_d, FMA or not) or [M] (block FMA: ceil(d/b) chained
   // steps of (b+1) 2^-F + 2^-23 each), relative to R_j; plus an absolute floor for fp32 subnormals.
   // [M] Subnormal MMA operands align at their format's smallest normal (tensor_core_model.h): the score's
   // truncation is charged against alignment magnitudes, and P.V gets the excess of a subnormal P~ or V
   // over its value (below). In stored units; P~ carries the pre-scale S.
-  const double mn_op = spec(rs.operand).min_normal(), mn_p = pf.min_normal();
-  const double trunc_step = double(tcm.b + 1) * std::ldexp(1.0, -tcm.budget_F);
-  const ScoreAccumulation sa = score_accumulation(tc, p.d, tcm.b, step);  // §3.2
-  const double eps_s = sa.eps, abs_s = sa.abs;
+  k.mn_op = spec(rs.operand).min_normal(), k.mn_p = pf.min_normal();
+  k.trunc_step = double(tcm.b + 1) * std::ldexp(1.0, -tcm.budget_F);
+  const ScoreAccumulation sa = score_accumulation(k.tc, p.d, tcm.b, k.step);  // §3.2
+  k.eps_s = sa.eps, k.abs_s = sa.abs;
+  k.eps_fin = terms.division ? final_division(k.fp8) : 0.0;  // §3.11
+  k.u_out = terms.output_rounding ? of.unit_roundoff() : 0.0;
+  k.out_abs = terms.output_rounding ? 0.5 * of.min_subnormal() : 0.0;
+  return k;
+}
+
+ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
+                         const Float64Attention& ref, const BudgetTerms& terms) {
+  const BudgetConstants k = budget_constants(p, o, tile_n, terms);
+  validate_inputs(p, in);
+  const bool tile_unknown = k.tile_unknown;
+  tile_n = k.tile_n;
+  const bool fp8 = k.fp8, simt = k.simt, tc = k.tc, fa1 = k.fa1, two_level = k.two_level;
+  const bool splits_unknown = k.splits_unknown;
+  const int splits_opt = k.splits_opt;
+  const BlockFmaModel tcm = tensor_core_model(o.recipe);
+  const double step = k.step, uP = k.uP, S = k.S, theta_ftz = k.theta_ftz, theta_abs = k.theta_abs, thresh = k.thresh;
+  const bool op_round = k.op_round, op_term = k.op_term;
+  auto opr = [&](double x) { return op_round ? round_to(Format::tf32, x) : x; };
+  const double qd = k.qd, kd = k.kd, vd = k.vd, sigma = k.sigma, sgn = k.sgn, c32 = k.c32;
+  const double mn_op = k.mn_op, mn_p = k.mn_p, trunc_step = k.trunc_step, eps_s = k.eps_s, abs_s = k.abs_s;
 
   ErrorBudget B;
   B.tile_n = tile_unknown ? 0 : tile_n;
@@ -108,7 +129,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
 
   std::vector<int64_t> keys;
   std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi;
-  std::vector<int> tile_of, cnt, tile_blk;
+  std::vector<int> tile_of, cnt;
+  std::vector<int64_t> tile_blk;
   const double lambda = kProbabilisticLambda;
 
   for (int b = 0; b < p.batch; ++b)
@@ -229,17 +251,19 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // Accumulation counts. l: keys per quad lane (tensor-core recipes). a: per column, only keys with
         // V_jk != 0 can round (an FMA or block step whose products are all zero returns c exactly).
         int lane_cnt[4] = {0, 0, 0, 0};
-        std::vector<int>& blk_id = tile_blk;  // block of each key within the row's sequence
+        std::vector<int64_t>& blk_id = tile_blk;  // block of each key within the row's sequence
         blk_id.resize(n);
         int n_blocks_all = 0, max_tile_keys = 1;
         {
-          int last_block = -1, keys_in_tile = 0;
+          int64_t last_block = -1;
+          int keys_in_tile = 0;
           for (size_t x = 0; x < n; ++x) {
             keys_in_tile = (x > 0 && tile_of[x] == tile_of[x - 1]) ? keys_in_tile + 1 : 1;
             max_tile_keys = std::max(max_tile_keys, keys_in_tile);
             const int64_t off = keys[x] - int64_t(tile_of[x]) * tile_n;
             lane_cnt[(off % 8) / 2]++;
-            const int blk = tile_of[x] * 1000003 + int(off / (tc ? tcm.b : 1));
+            // A block id unique per (tile, block in tile): 64-bit, as tiles may number 2^31 / 1000003.
+            const int64_t blk = int64_t(tile_of[x]) * 1000003 + off / (tc ? tcm.b : 1);
             if (blk != last_block) ++n_blocks_all;
             last_block = blk;
             blk_id[x] = blk;
@@ -268,9 +292,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           eps_l = l_sums(nl);  // §3.8
           eps_l_prob = std::min(eps_l, lambda * std::sqrt(nl) * u32);
         }
-        const double eps_fin = terms.division ? final_division(fp8) : 0.0;  // §3.11
-        const double u_out = terms.output_rounding ? of.unit_roundoff() : 0.0;
-        const double out_abs = terms.output_rounding ? 0.5 * of.min_subnormal() : 0.0;
+        const double eps_fin = k.eps_fin, u_out = k.u_out, out_abs = k.out_abs;  // §3.11, §3.12
 
         // Weight intervals. Default: l sums the rounded P~ that multiplies V, so P rounding and underflow
         // are shared by numerator and l (centred). l_from_fp32_p: l sums the fp32 weights.
@@ -310,7 +332,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double oe = ref.o_error_bound[oi];
           double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, A = 0, D = 0, vop = 0;
           double excess = 0;  // largest alignment magnitude of a product with a subnormal P~ or V (tc)
-          int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_blk = -1, last_tile = -1;
+          int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_tile = -1;
+          int64_t last_blk = -1;
           for (size_t x = 0; x < n; ++x) {
             const double v = in.v[p.v_index(b, hk, keys[x], c)];
             if (v != 0) {

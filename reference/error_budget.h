@@ -45,6 +45,19 @@ struct ErrorBudget {
   int tile_n = 0;                             // the Bc the budget was computed for (0: unknown, any Bc)
 };
 
+// The per-run constants of the budget (docs/error-analysis.md §3), resolved once from the problem, the
+// options and the step width; error_budget and the GPU oracle (reference/cuda/) both start from these.
+struct BudgetConstants {
+  bool tile_unknown;   // tile_n was 0: budget for any step width (tile_n below is then 1)
+  int tile_n;
+  bool fp8, simt, tc, fa1, two_level, l_fp32, splits_unknown, op_round, op_term;
+  int splits_opt, block;  // the split count budgeted (2 when unknown), the block-FMA model's b
+  double step, trunc_step, uP, S, theta_ftz, theta_abs, thresh;
+  double qd, kd, vd, sigma, sgn, c32, mn_op, mn_p, eps_s, abs_s;
+  double eps_fin, u_out, out_abs;
+};
+BudgetConstants budget_constants(const Problem& p, const RunOptions& o, int tile_n, const BudgetTerms& terms = {});
+
 // tile_n is the key-tile width the subject used (the number of tiles and running-max increases
 // depend on it); pass the subject's actual Bc (EmulatedKernel::effective_tile(p, o).n for the emulation),
 // or 0 when it is unknown: the budget then holds for any Bc (it is larger). o.num_splits = 0 ("the

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/visibility.h"
+
 namespace fc {
 
 enum class Align { top_left, bottom_right };
@@ -59,13 +61,8 @@ struct Problem {
   bool visible(int b, int64_t i, int64_t j) const {
     const int64_t len = key_length(b);
     if (j >= len) return false;
-    if (!dense_mask.empty() && !dense_mask[size_t(i) * n_k + j]) return false;
-    if (window.active()) {
-      const int64_t diag = i + (window.align == Align::bottom_right ? len - n_q : 0);
-      if (window.left >= 0 && j < diag - window.left) return false;
-      if (window.right >= 0 && j > diag + window.right) return false;
-    }
-    return true;
+    return key_visible(i, j, n_q, len, window.active(), window.left, window.right, window.align == Align::bottom_right,
+                       dense_mask.empty() || dense_mask[size_t(i) * n_k + j]);
   }
 
   // True when some query row of some batch sees no key at all (O = 0, LSE = -inf by definition).

@@ -3,8 +3,14 @@
 # (scripts/device/prepare_carry.sh), else a build tree.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 carried="$root/.dev/flashcheck"
-# The carry is the packed folder (scripts/device/prepare_carry.sh); unpack it once.
-if [ -f "$carried.tgz" ] && [ ! -d "$carried" ]; then tar -xzf "$carried.tgz" -C "$root/.dev"; fi
+# The carry is the packed folder (scripts/device/prepare_carry.sh); unpack it once per carried archive (a warm
+# machine keeps the last call's folder: a new archive replaces it).
+if [ -f "$carried.tgz" ]; then
+  stamp=$(md5sum "$carried.tgz" | cut -d' ' -f1)
+  if [ ! -f "$carried/.stamp" ] || [ "$(cat "$carried/.stamp")" != "$stamp" ]; then
+    rm -rf "$carried" && tar -xzf "$carried.tgz" -C "$root/.dev" && echo "$stamp" >"$carried/.stamp"
+  fi
+fi
 if [ -z "${FLASHCHECK_EXE:-}" ]; then
   for c in "$carried/bin/flashcheck" "$root"/build*/tools/flashcheck; do
     if [ -x "$c" ]; then FLASHCHECK_EXE=$c; break; fi

@@ -3,7 +3,8 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
+# pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
+# oracle_scale, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -86,6 +87,16 @@ if want fp8; then
   step fp8_tflops 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 --seqs 1024,4096,16384 --reps 10
   step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
     --seqs 1024,4096,16384 --reps 10 --flags 2
+fi
+want oracle_agreement && step oracle_agreement 240 "$bin/oracle_agreement_test"
+if want oracle_scale; then
+  # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal ...).
+  for shape in ${ORACLE_SHAPES:-1:16:16384:128:bf16:0}; do
+    IFS=: read -r ob oh on od orc oc <<<"$shape"
+    cflag=""; [ "$oc" = 1 ] && cflag="--causal"
+    step "oracle_${ob}_${oh}_${on}_${od}_${orc}_c${oc}" 300 "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
+      --b "$ob" --h "$oh" --n "$on" --d "$od" --recipe "$orc" $cflag
+  done
 fi
 if want fp8_ab && [ -x "$bin/ab/bench_fused_attention" ]; then
   # fp8 throughput of this build against another (AB_BENCH=path in prepare_carry.sh: bin/ab/), in the

@@ -1,0 +1,88 @@
+// What the GPU oracle's host code (gpu_oracle.cpp, C++20) hands its kernels (oracle_kernels.cu, C++17):
+// plain structs and the launch functions. The problem travels as plain numbers; one warp owns one query
+// row in every kernel, so a row's sums run in a fixed order whatever the launch shape.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "reference/element_verdict.h"
+#include "reference/visibility.h"
+
+namespace fc::gpu::detail {
+
+enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2, e4m3 = 3, e5m2 = 4 };
+
+// The problem: shapes, mask and the tensors' storage (contiguous BHND), with 64-bit offsets.
+struct Shape {
+  int batch, heads_q, heads_kv, group, d, dv;
+  int64_t n_q, n_k;
+  bool window_active, bottom_right;
+  int64_t left, right;
+  const int64_t* key_lengths;  // device, or nullptr
+  const uint8_t* dense;        // device n_q * n_k, or nullptr
+  Storage in, out;
+  const void *q, *k, *v;
+  double qd, kd, vd;           // descales (fp8), else 1: true value = stored * descale
+  double scale;                // the problem's effective scale
+
+  FC_HOST_DEVICE int64_t rows() const { return int64_t(batch) * heads_q * n_q; }
+};
+
+// Columns each lane owns in the reference's per-column phase (dv <= 32 kCols), and in one column group
+// of the budget's (dv > 32 kBudgetCols runs the budget's third sweep once per group).
+inline constexpr int kCols = 16;
+inline constexpr int kBudgetCols = 4;
+
+struct ReferenceOut {
+  double *o, *o_err, *lse, *lse_err;  // [rows * dv], [rows * dv], [rows], [rows]
+};
+
+// The budget's basis and the recipe's constants (reference/error_budget.h BudgetConstants).
+struct BudgetParams {
+  int tile_n;             // the step width (1 when unknown, with tile_unknown)
+  bool tile_unknown, tc, simt, fp8, fa1, two_level, l_fp32, op_round, split;
+  int splits_opt, splits_known;  // splits_known: 0 = unknown (budget for at most one split per tile)
+  int block;              // the block-FMA model's b
+  double uP, S, theta_ftz, theta_abs, thresh, mn_op, mn_p, trunc_step, step, eps_s, abs_s;
+  double sigma, sgn, c32, eps_fin, u_out, out_abs, lambda;
+  bool merge_max;         // take the elementwise max with what is already in the outputs
+};
+struct BudgetIn {
+  const double *o_ref, *o_err, *lse_ref, *lse_err;
+  const double* key_vmax;  // [B * Hkv * Nk]: max over columns of |V| in stored units
+};
+struct BudgetOut {
+  double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
+};
+
+struct VerdictIn {
+  const void* o;         // the subject's O in the output format (Shape::out)
+  const float* lse;      // the subject's LSE, or nullptr
+  const double *o_ref, *lse_ref, *o_bound, *o_bound_prob, *lse_bound, *scale_a;
+  verdict::OutputFormat format;
+};
+struct VerdictSums {  // device-side accumulators (atomics); maxima as the bits of non-negative doubles
+  unsigned long long elements, violations, nan_mismatches, lse_checked, exceed_probabilistic;
+  double sum_ratio, sum_scaled_ulps, sum_sq_error;
+  unsigned long long max_ratio, max_ratio_probabilistic, max_scaled_ulps, max_abs_error, max_lse_ratio;
+  unsigned long long histogram[verdict::kHistSize];
+};
+struct Candidate {
+  double ratio;
+  long long index;  // into O, or into the LSE rows when is_lse
+  int is_lse;
+  double got, want, err, bound, scaled_ulps;
+};
+
+// Launches (oracle_kernels.cu); each returns the launch's error.
+cudaError_t launch_reference(const Shape& s, const ReferenceOut& out);
+cudaError_t launch_key_vmax(const Shape& s, double* key_vmax);
+cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out);
+cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);
+cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,
+                         unsigned long long* count, unsigned long long cap, int blocks);
+
+}  // namespace fc::gpu::detail

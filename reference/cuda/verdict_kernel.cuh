@@ -1,0 +1,123 @@
+// The verdict on the GPU: every element of the subject's O (and every LSE row) judged by
+// reference/element_verdict.h, reduced to the counts, maxima, sums and histogram of BudgetVerdict. The
+// worst elements are found in two passes: the first also keeps each thread's largest error/bound, whose
+// k-th largest (over all threads) is a lower bound of the true k-th largest; the second collects every
+// element at or above it.
+#pragma once
+
+#include "reference/cuda/oracle_common.cuh"
+#include "reference/element_verdict.h"
+
+namespace fc::gpu::detail {
+
+// Non-negative doubles order as their bit patterns: atomicMax on the bits (NaN never comes here).
+__device__ __forceinline__ void atomic_max_pos(unsigned long long* at, double x) {
+  if (x > 0) atomicMax(at, static_cast<unsigned long long>(__double_as_longlong(x)));
+}
+
+__device__ __forceinline__ double got_o(const Shape& s, const void* o, int64_t idx) { return load_stored(s.out, o, idx); }
+
+// One O element or LSE row, as check_against_budget judges it: the element, and what the worst list
+// would note (error, bound).
+struct Judged {
+  verdict::Element e;
+  double got, want, noted_err, noted_bound;
+  bool noted;
+};
+__device__ __forceinline__ Judged judge_o_at(const Shape& s, const VerdictIn& in, int64_t idx) {
+  Judged j;
+  const int64_t row = idx / s.dv;
+  const bool empty_row = in.lse_ref[row] == -HUGE_VAL;
+  j.got = got_o(s, in.o, idx);
+  j.want = in.o_ref[idx];
+  const double bound = in.o_bound[idx];
+  j.e = verdict::judge_o(j.got, j.want, bound, in.o_bound_prob[idx], in.scale_a[idx], empty_row, in.format);
+  j.noted = j.e.kind != verdict::Kind::skip;
+  j.noted_err = j.e.err;
+  j.noted_bound = j.e.kind == verdict::Kind::violation ? (j.e.nan_mismatch ? bound : 0.0) : bound;
+  return j;
+}
+__device__ __forceinline__ Judged judge_lse_at(const VerdictIn& in, int64_t row) {
+  Judged j;
+  const bool empty_row = in.lse_ref[row] == -HUGE_VAL;
+  j.got = in.lse[row];
+  j.want = in.lse_ref[row];
+  const double bound = in.lse_bound[row];
+  j.e = verdict::judge_lse(j.got, j.want, bound, empty_row);
+  // check_against_budget notes an LSE row only when it is a violation.
+  j.noted = j.e.kind == verdict::Kind::violation || (j.e.kind == verdict::Kind::checked && j.e.err > bound);
+  j.noted_err = j.e.kind == verdict::Kind::violation ? HUGE_VAL : j.e.err;
+  const bool nan_branch = j.want != j.want || j.got != j.got;
+  j.noted_bound = j.e.kind == verdict::Kind::violation && !nan_branch && empty_row ? 0.0 : bound;
+  return j;
+}
+
+// Pass 1: the sums; each thread's largest noted error/bound into best[thread].
+__global__ void verdict_kernel(Shape s, VerdictIn in, VerdictSums* sums, double* best) {
+  const int64_t n_o = s.rows() * s.dv, n_lse = in.lse ? s.rows() : 0, total = n_o + n_lse;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  unsigned long long elements = 0, violations = 0, nan_mm = 0, lse_checked = 0, exceed = 0;
+  double sum_ratio = 0, sum_su = 0, sum_sq = 0, max_ratio = 0, max_prob = 0, max_su = 0, max_abs = 0, max_lse = 0;
+  double my_best = -1;
+  for (int64_t x = tid; x < total; x += stride) {
+    const bool is_lse = x >= n_o;
+    const Judged j = is_lse ? judge_lse_at(in, x - n_o) : judge_o_at(s, in, x);
+    if (j.noted) my_best = fmax(my_best, verdict::ratio(j.noted_err, j.noted_bound));
+    if (j.e.kind == verdict::Kind::skip) continue;
+    if (j.e.kind == verdict::Kind::violation) {
+      ++violations;
+      nan_mm += j.e.nan_mismatch;
+      continue;
+    }
+    if (is_lse) {
+      ++lse_checked;
+      max_lse = fmax(max_lse, j.e.ratio);
+      if (j.e.err > in.lse_bound[x - n_o]) ++violations;
+      continue;
+    }
+    ++elements;
+    sum_ratio += isfinite(j.e.ratio) ? j.e.ratio : 0.0;
+    max_ratio = fmax(max_ratio, j.e.ratio);
+    max_prob = fmax(max_prob, j.e.ratio_probabilistic);
+    if (j.e.ratio_probabilistic > 1) ++exceed;
+    max_su = fmax(max_su, j.e.scaled_ulps);
+    sum_su += j.e.scaled_ulps;
+    max_abs = fmax(max_abs, j.e.err);
+    sum_sq += j.e.err * j.e.err;
+    if (j.e.err > in.o_bound[x]) ++violations;
+    atomicAdd(&sums->histogram[verdict::histogram_bin(isfinite(j.e.ratio) ? j.e.ratio : HUGE_VAL)], 1ull);
+  }
+  atomicAdd(&sums->elements, elements);
+  atomicAdd(&sums->violations, violations);
+  atomicAdd(&sums->nan_mismatches, nan_mm);
+  atomicAdd(&sums->lse_checked, lse_checked);
+  atomicAdd(&sums->exceed_probabilistic, exceed);
+  atomicAdd(&sums->sum_ratio, sum_ratio);
+  atomicAdd(&sums->sum_scaled_ulps, sum_su);
+  atomicAdd(&sums->sum_sq_error, sum_sq);
+  atomic_max_pos(&sums->max_ratio, max_ratio);
+  atomic_max_pos(&sums->max_ratio_probabilistic, max_prob);
+  atomic_max_pos(&sums->max_scaled_ulps, max_su);
+  atomic_max_pos(&sums->max_abs_error, max_abs);
+  atomic_max_pos(&sums->max_lse_ratio, max_lse);
+  best[tid] = my_best;
+}
+
+// Pass 2: every noted element whose error/bound reaches the threshold, up to `cap` of them.
+__global__ void worst_kernel(Shape s, VerdictIn in, double threshold, Candidate* out, unsigned long long* count,
+                             unsigned long long cap) {
+  const int64_t n_o = s.rows() * s.dv, n_lse = in.lse ? s.rows() : 0, total = n_o + n_lse;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < total; x += int64_t(gridDim.x) * blockDim.x) {
+    const bool is_lse = x >= n_o;
+    const Judged j = is_lse ? judge_lse_at(in, x - n_o) : judge_o_at(s, in, x);
+    if (!j.noted) continue;
+    const double ratio = verdict::ratio(j.noted_err, j.noted_bound);
+    if (!(ratio >= threshold)) continue;
+    const unsigned long long at = atomicAdd(count, 1ull);
+    if (at >= cap) continue;
+    out[at] = Candidate{ratio, is_lse ? x - n_o : x, is_lse ? 1 : 0, j.got, j.want, j.noted_err, j.noted_bound,
+                        is_lse ? 0.0 : j.e.scaled_ulps};
+  }
+}
+
+}  // namespace fc::gpu::detail

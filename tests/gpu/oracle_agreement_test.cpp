@@ -1,0 +1,147 @@
+// The CPU reference judges the GPU oracle (reference/gpu_oracle.h). On random small problems of every
+// recipe, mask, GQA ratio, key length, dense mask and run option, with hostile values (NaN in Q, K or V,
+// subnormals), and on budgets with open choices (l convention, accumulation, step width, splits):
+//   - the GPU's O and LSE agree with the CPU float64 reference within the sum of their certified bounds,
+//     and with the MPFR reference within the GPU's own bound, NaN exactly where the CPU has NaN;
+//   - the GPU's budget (bounds and the scale A) agrees with the CPU's to 1e-9 relative: the same terms
+//     (reference/budget_terms.h) over the same rows, summed in another order;
+//   - the GPU's verdict on the emulation's output has the CPU's counts and maxima.
+// Skipped, visibly, where no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "kernels/cpu/emulated_kernel.h"
+#include "properties/check_pipeline.h"
+#include "reference/gpu_oracle.h"
+#include "tests/budget/budget_support.h"
+
+namespace fc {
+namespace {
+
+// |a - b| <= tol, NaN only with NaN, infinities only with the same infinity.
+bool agree(double a, double b, double tol) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= tol;
+}
+
+bool same_bound(double gpu, double cpu) {
+  if (std::isinf(gpu) || std::isinf(cpu)) return gpu == cpu;
+  return std::fabs(gpu - cpu) <= 1e-9 * std::fabs(cpu) + 1e-300;
+}
+
+void hostile(std::mt19937_64& rng, const Problem& p, AttentionInputs& in, const RunOptions& o) {
+  std::uniform_real_distribution<double> u(0, 1);
+  auto pick = [&](std::vector<double>& t) -> double& { return t[std::uniform_int_distribution<size_t>(0, t.size() - 1)(rng)]; };
+  const double roll = u(rng);
+  if (roll < 0.08) pick(in.v) = NAN;
+  else if (roll < 0.12) pick(in.q) = NAN;
+  else if (roll < 0.15) pick(in.k) = NAN;
+  else if (roll < 0.25) {  // subnormal operands of the input format
+    const Format f = recipe_spec(o.recipe).input;
+    const double descale = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2 ? o.k_descale : 1.0;
+    for (int x = 0; x < 4; ++x) pick(in.k) = spec(f).min_subnormal() * (1 + x) * descale;
+  }
+  (void)p;
+}
+
+TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261201);
+  const int cases = 1200;
+  size_t o_checked = 0, mp_checked = 0, bounds_checked = 0;
+  for (int n = 0; n < cases; ++n) {
+    const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
+    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
+    RunOptions o = c.options;
+    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
+    hostile(rng, c.problem, in, o);
+    const Problem& p = c.problem;
+    EmulatedKernel emu;
+    const SubjectOutput out = emu.run(p, in, o);
+    // A quarter of the cases budget as for a subject that reports nothing (every open choice).
+    const RunPlan plan = n % 4 == 3 ? RunPlan{} : out.plan;
+    const BudgetBasis basis = budget_basis(emu.capabilities(), o, plan);
+    const Float64Attention ref = exact_attention_f64(p, in);
+    const ErrorBudget budget = budget_for(p, in, basis, ref);
+    const BudgetVerdict cpu = check_against_budget(p, out.o, out.lse, ref, budget, recipe_spec(r).output);
+
+    gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+    gpu::Arrays g;
+    const gpu::Verdict gv = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &g);
+    const std::string what = c.describe() + " basis " + basis.describe();
+
+    for (size_t x = 0; x < p.o_size(); ++x) {
+      ASSERT_TRUE(agree(g.ref.out.o[x], ref.out.o[x], g.ref.o_error_bound[x] + ref.o_error_bound[x]))
+          << what << " O[" << x << "] gpu " << g.ref.out.o[x] << " cpu " << ref.out.o[x];
+      ASSERT_TRUE(same_bound(g.budget.o_bound[x], budget.o_bound[x]))
+          << what << " bound O[" << x << "] gpu " << g.budget.o_bound[x] << " cpu " << budget.o_bound[x];
+      ASSERT_TRUE(same_bound(g.budget.o_bound_probabilistic[x], budget.o_bound_probabilistic[x])) << what << " " << x;
+      ASSERT_TRUE(same_bound(g.budget.scale_a[x], budget.scale_a[x])) << what << " A[" << x << "]";
+      ++o_checked, ++bounds_checked;
+    }
+    for (size_t x = 0; x < p.lse_size(); ++x) {
+      ASSERT_TRUE(agree(g.ref.out.lse[x], ref.out.lse[x], g.ref.lse_error_bound[x] + ref.lse_error_bound[x]))
+          << what << " LSE[" << x << "] gpu " << g.ref.out.lse[x] << " cpu " << ref.out.lse[x];
+      ASSERT_TRUE(same_bound(g.budget.lse_bound[x], budget.lse_bound[x]))
+          << what << " LSE bound[" << x << "] gpu " << g.budget.lse_bound[x] << " cpu " << budget.lse_bound[x];
+    }
+    // The MPFR yardstick on the smaller problems: the GPU's certificate holds.
+    if (p.o_size() * size_t(p.n_k) <= 20000) {
+      const AttentionOutputs<mp_real> mp = exact_attention_mp(p, in);
+      for (size_t x = 0; x < p.o_size(); ++x) {
+        const double exact = static_cast<double>(mp.o[x]);
+        ASSERT_TRUE(agree(g.ref.out.o[x], exact, g.ref.o_error_bound[x] * (1 + 1e-12) + 1e-300))
+            << what << " O[" << x << "] gpu " << g.ref.out.o[x] << " MPFR " << exact << " bound " << g.ref.o_error_bound[x];
+        ++mp_checked;
+      }
+    }
+    // The verdicts.
+    EXPECT_EQ(gv.verdict.elements, cpu.elements) << what;
+    EXPECT_EQ(gv.verdict.violations, cpu.violations) << what;
+    EXPECT_EQ(gv.verdict.nan_mismatches, cpu.nan_mismatches) << what;
+    EXPECT_EQ(gv.verdict.lse_checked, cpu.lse_checked) << what;
+    EXPECT_NEAR(gv.verdict.max_ratio, cpu.max_ratio, 1e-6 * cpu.max_ratio + 1e-12) << what;
+    EXPECT_NEAR(gv.verdict.max_lse_ratio, cpu.max_lse_ratio, 1e-6 * cpu.max_lse_ratio + 1e-12) << what;
+    if (!cpu.worst.empty() && !gv.verdict.worst.empty() && std::isfinite(cpu.max_ratio) && cpu.worst.front().bound > 0) {
+      EXPECT_NEAR(gv.verdict.worst.front().error / gv.verdict.worst.front().bound,
+                  cpu.worst.front().error / cpu.worst.front().bound, 1e-6) << what;
+    }
+    if (HasFailure()) return;
+  }
+  std::cout << cases << " problems: " << o_checked << " O elements and " << bounds_checked
+            << " bounds against the CPU, " << mp_checked << " against MPFR\n";
+}
+
+// Refusals: a problem whose workspace does not fit is refused with the size it needs, before anything is
+// allocated; a dv beyond the oracle's scope is refused by name.
+TEST(OracleAgreement, RefusesWhatDoesNotFitWithTheSize) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  Problem p;
+  p.batch = 64, p.heads_q = 64, p.heads_kv = 64, p.n_q = 1 << 20, p.n_k = 16, p.d = p.dv = 128;
+  gpu::BudgetRequest req;
+  req.options.recipe = Recipe::bf16;
+  try {
+    gpu::judge_on_device(p, req, gpu::DeviceTensors{});
+    ADD_FAILURE() << "a 4 TiB workspace was not refused";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("MiB of device workspace"), std::string::npos) << e.what();
+  }
+  p = Problem{};
+  p.dv = 1000;
+  p.d = 8;
+  try {
+    gpu::judge_on_device(p, req, gpu::DeviceTensors{});
+    ADD_FAILURE() << "dv = 1000 was not refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dv = 1000"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fc
