@@ -5,6 +5,11 @@
 
 namespace fc {
 
+bool takes_tiles(const Capabilities& caps, Recipe r) {
+  return caps.tile_recipes.empty() ||
+         std::find(caps.tile_recipes.begin(), caps.tile_recipes.end(), r) != caps.tile_recipes.end();
+}
+
 std::optional<std::string> unsupported(const Capabilities& caps, const Problem& p, const RunOptions& o) {
   const std::string who = caps.name.empty() ? "subject" : caps.name;
   const RecipeSpec& rs = recipe_spec(o.recipe);
@@ -19,6 +24,9 @@ std::optional<std::string> unsupported(const Capabilities& caps, const Problem& 
     return who + " needs dv == d (got d=" + std::to_string(p.d) + ", dv=" + std::to_string(p.dv) + ")";
   if (o.tile_m < 0 || o.tile_n < 0)
     return "tile sizes must be >= 1 (or 0 for the default), got " + std::to_string(o.tile_m) + "x" + std::to_string(o.tile_n);
+  if ((o.tile_m != 0 || o.tile_n != 0) && !caps.any_tile && !takes_tiles(caps, o.recipe))
+    return who + " runs recipe " + std::string(rs.name) + " with its one tiling (tile " + std::to_string(o.tile_m) +
+           "x" + std::to_string(o.tile_n) + " asked)";
   if ((o.tile_m != 0 || o.tile_n != 0) && !caps.any_tile) {
     const bool ok = std::any_of(caps.tiles.begin(), caps.tiles.end(), [&](const TileSize& t) {
       return (o.tile_m == 0 || o.tile_m == t.m) && (o.tile_n == 0 || o.tile_n == t.n);

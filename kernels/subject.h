@@ -27,6 +27,7 @@ struct Capabilities {
   bool dv_may_differ = false;   // false: dv must equal d
   bool any_tile = false;        // true: any Br, Bc >= 1 (the emulation)
   std::vector<TileSize> tiles;  // otherwise the selectable set; empty = the default only
+  std::vector<Recipe> tile_recipes;  // the recipes the set applies to; empty = every recipe
   bool causal = false;          // both alignments
   bool window = false;
   bool dense_mask = false;
@@ -40,6 +41,9 @@ struct Capabilities {
   bool subtile_steps = false;   // the online softmax may step in parts of a tile (FC_CAP_SUBTILE_STEPS)
   bool deliberate_bugs = false; // the emulation's switchable bugs (properties' teeth)
 };
+
+// Whether a subject offers its tile list (or any tile) for recipe r; otherwise r runs one tiling.
+bool takes_tiles(const Capabilities& caps, Recipe r);
 
 // Why a subject cannot run a (problem, options) pair; nullopt = supported. Properties skip such cases
 // and count them, so a report can say what was skipped.

@@ -326,6 +326,10 @@ std::string caps_to_line(const Capabilities& caps) {
   for (size_t i = 0; i < caps.head_dims.size(); ++i) o << (i ? "," : "") << caps.head_dims[i];
   o << ";tiles=";
   for (size_t i = 0; i < caps.tiles.size(); ++i) o << (i ? "," : "") << caps.tiles[i].m << "x" << caps.tiles[i].n;
+  if (!caps.tile_recipes.empty()) {
+    o << ";tile_recipes=";
+    for (size_t i = 0; i < caps.tile_recipes.size(); ++i) o << (i ? "," : "") << recipe_spec(caps.tile_recipes[i]).name;
+  }
   o << ";flags=";
   const std::pair<const char*, bool> flags[] = {
       {"dv_may_differ", caps.dv_may_differ}, {"any_tile", caps.any_tile},     {"causal", caps.causal},
@@ -367,6 +371,12 @@ std::optional<Capabilities> caps_from_line(std::string_view line) {
           auto rec = parse_recipe(r);
           if (!rec) return std::nullopt;
           caps.recipes.push_back(*rec);
+        }
+      } else if (key == "tile_recipes") {
+        for (const auto& r : items) {
+          auto rec = parse_recipe(r);
+          if (!rec) return std::nullopt;
+          caps.tile_recipes.push_back(*rec);
         }
       } else if (key == "head_dims") {
         for (const auto& d : items) caps.head_dims.push_back(std::stoi(d));
@@ -422,7 +432,7 @@ FuzzCase decode_case(Choices& c, const Capabilities& caps, const FuzzLimits& lim
       if (t <= lim.max_tile) tiles.push_back(t);
     o.tile_m = bm = pick(c, tiles, "tile_m");
     o.tile_n = bn = pick(c, tiles, "tile_n");
-  } else if (!caps.tiles.empty()) {
+  } else if (!caps.tiles.empty() && takes_tiles(caps, o.recipe)) {
     const TileSize t = pick(c, caps.tiles, "tile");
     o.tile_m = bm = t.m;
     o.tile_n = bn = t.n;

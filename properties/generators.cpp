@@ -70,14 +70,14 @@ std::string_view mask_kind_name(MaskKind m) {
   return "?";
 }
 
-rc::Gen<TileSize> gen_tile(const Capabilities& caps) {
+rc::Gen<TileSize> gen_tile(const Capabilities& caps, Recipe r) {
   if (caps.any_tile) {
     // Small tiles first: a shrunk counterexample has few keys per tile and few tiles.
     return gen::apply([](int m, int n) { return TileSize{m, n}; },
                       gen::element(16, 4, 8, 32, 64, 1, 2, 3, 5, 7, 13, 128),
                       gen::element(4, 8, 16, 32, 64, 1, 2, 3, 5, 7, 13, 128));
   }
-  if (!caps.tiles.empty()) {
+  if (!caps.tiles.empty() && takes_tiles(caps, r)) {
     // The subject's default first ({0, 0}), then its selectable set.
     std::vector<TileSize> tiles = {TileSize{0, 0}};
     tiles.insert(tiles.end(), caps.tiles.begin(), caps.tiles.end());
@@ -195,7 +195,7 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
     Problem& p = c.problem;
     RunOptions& o = c.options;
     o.recipe = *gen::elementOf(caps.recipes);
-    const TileSize t = *gen_tile(caps);
+    const TileSize t = *gen_tile(caps, o.recipe);
     o.tile_m = t.m;
     o.tile_n = t.n;
     const int bc = t.n > 0 ? t.n : 64, br = t.m > 0 ? t.m : 64;

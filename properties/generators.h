@@ -84,7 +84,7 @@ struct GeneratedCase {
 std::ostream& operator<<(std::ostream& os, const GeneratedCase& c);
 
 // Tile sizes a subject accepts: any (Br, Bc) for the emulation, its instantiated list otherwise.
-rc::Gen<TileSize> gen_tile(const Capabilities& caps);
+rc::Gen<TileSize> gen_tile(const Capabilities& caps, Recipe r);
 // A length biased to the tile boundaries of bc: k*bc-1, k*bc, k*bc+1, 1, below one tile, free.
 rc::Gen<int64_t> gen_length(int bc, int64_t max_len);
 rc::Gen<HostileEdit> gen_hostile_edit(int nan_weight);

@@ -97,6 +97,8 @@ typedef struct fc_capabilities {
   int32_t n_tiles;         /* tile sizes selectable through fc_problem.tile_m/tile_n */
   int32_t tile_m[FC_MAX_TILES];
   int32_t tile_n[FC_MAX_TILES];
+  uint32_t tile_recipes;   /* ABI v2: bit (1u << fc_recipe) per recipe the tile list applies to (0 = every
+                              recipe); a recipe outside runs its one tiling and declines a tile request */
 } fc_capabilities;
 
 typedef struct fc_problem {

@@ -481,6 +481,9 @@ void capabilities(Subject subject, fc_capabilities* out) {
                  (1u << FC_RECIPE_FP8_E4M3) | (1u << FC_RECIPE_FP8_E5M2);
   out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
                   FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM | FC_CAP_SUBTILE_STEPS;
+  // The tile options apply to the tensor-core recipes; fp32 runs its one SIMT tiling.
+  out->tile_recipes = (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16) | (1u << FC_RECIPE_FP8_E4M3) |
+                      (1u << FC_RECIPE_FP8_E5M2);
   // Union over head dims; a tile not compiled for the requested d is refused with FC_ERR_UNSUPPORTED.
   constexpr fc::tiles::TileList tiles = fc::tiles::all_tiles();
   static_assert(tiles.count <= FC_MAX_TILES);

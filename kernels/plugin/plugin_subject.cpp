@@ -135,6 +135,9 @@ Capabilities to_capabilities(const fc_capabilities& raw) {
   if (raw.features & FC_CAP_TILE_SIZES) {
     const int nt = std::clamp<int>(raw.n_tiles, 0, FC_MAX_TILES);
     for (int i = 0; i < nt; ++i) c.tiles.push_back(TileSize{raw.tile_m[i], raw.tile_n[i]});
+    if (raw.abi_version >= 2)
+      for (Recipe r : all_recipes)
+        if (raw.tile_recipes & (1u << static_cast<unsigned>(r))) c.tile_recipes.push_back(r);
   }
   c.causal = (raw.masks & (1u << FC_MASK_CAUSAL_TOP_LEFT)) && (raw.masks & (1u << FC_MASK_CAUSAL_BOTTOM_RIGHT));
   c.window = raw.masks & (1u << FC_MASK_WINDOW);

@@ -127,6 +127,35 @@ TEST(property_generators, only_what_the_subject_claims) {
   }
 }
 
+// A recipe outside the subject's tile_recipes runs its one tiling: the generators never ask it for a
+// tile, and unsupported() names such a request (our CUDA kernel's fp32 SIMT path).
+TEST(property_generators, a_recipe_without_tile_options_is_asked_for_none) {
+  Capabilities caps = cuda_like();
+  caps.tile_recipes = {Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3, Recipe::fp8_e5m2};
+  int fp32 = 0, tiled = 0;
+  for (const GeneratedCase& c : sample(caps, {}, 600)) {
+    if (c.options.recipe == Recipe::fp32) {
+      ++fp32;
+      ASSERT_EQ(c.options.tile_n, 0) << c.describe();
+      ASSERT_EQ(c.options.tile_m, 0) << c.describe();
+    } else if (c.options.tile_n != 0) {
+      ++tiled;
+    }
+  }
+  EXPECT_GT(fp32, 50);
+  EXPECT_GT(tiled, 50) << "the other recipes still get their tiles";
+  RunOptions o;
+  o.recipe = Recipe::fp32;
+  o.tile_m = 64, o.tile_n = 64;
+  Problem p;
+  p.d = p.dv = 64;
+  const auto why = unsupported(caps, p, o);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("runs recipe fp32 with its one tiling"), std::string::npos) << *why;
+  o.recipe = Recipe::fp16;
+  EXPECT_FALSE(unsupported(caps, p, o).has_value());
+}
+
 TEST(property_generators, hostile_values_are_what_they_claim) {
   CaseSpace space;
   space.nan_weight = 2;

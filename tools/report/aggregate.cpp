@@ -6,13 +6,6 @@
 
 namespace fc::report {
 
-int histogram_bin(double ratio) {
-  if (!(ratio >= std::pow(10.0, kHistLowExp))) return 0;  // zero, tiny (and NaN, which never comes here)
-  if (ratio >= std::pow(10.0, kHistHighExp)) return kHistSize - 1;
-  const int k = 1 + int(std::floor((std::log10(ratio) - kHistLowExp) / kHistStep));
-  return std::clamp(k, 1, kHistBins);
-}
-
 double histogram_lower(int k) {
   if (k <= 0) return 0;
   return std::pow(10.0, kHistLowExp + (k - 1) * kHistStep);

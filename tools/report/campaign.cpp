@@ -38,9 +38,9 @@ uint64_t hash_string(const std::string& s) {
   return h;
 }
 
-std::vector<TileSize> tiles_for(const CampaignSpec& spec, const Capabilities& caps) {
+std::vector<TileSize> tiles_for(const CampaignSpec& spec, const Capabilities& caps, Recipe r) {
   if (caps.any_tile) return spec.tiles.empty() ? std::vector<TileSize>{TileSize{}} : spec.tiles;
-  if (caps.tiles.empty()) return {TileSize{}};
+  if (caps.tiles.empty() || !takes_tiles(caps, r)) return {TileSize{}};
   // A fixed-tile subject runs the spec's tiles it has, or its whole list when none match.
   std::vector<TileSize> common;
   for (const auto& t : spec.tiles)
@@ -108,7 +108,7 @@ Plan plan_campaign(const CampaignSpec& spec, const std::map<std::string, Capabil
         for (int d : spec.d)
           for (const std::string& mask : spec.masks)
             for (Distribution dist : spec.distributions)
-              for (const TileSize& t : tiles_for(spec, cap)) {
+              for (const TileSize& t : tiles_for(spec, cap, r)) {
                 CaseRecord c;
                 c.subject = subject;
                 c.recipe = r;

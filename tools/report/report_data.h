@@ -11,6 +11,7 @@
 
 #include "kernels/subject.h"
 #include "properties/distributions.h"
+#include "reference/element_verdict.h"
 #include "reference/recipe.h"
 
 namespace fc::report {
@@ -32,12 +33,13 @@ struct CampaignSpec {
   int keep_worst = 3;                // worst elements kept per case
 };
 
-// The error/bound histogram: bin 0 holds ratios below 10^kHistLowExp (zeros included), bins
-// 1..kHistBins hold [10^(lo + (k-1)w), 10^(lo + k w)), the last bin everything at or above 10^kHistHighExp.
-inline constexpr double kHistLowExp = -8.0, kHistHighExp = 1.0, kHistStep = 0.25;
-inline constexpr int kHistBins = 36;  // (high - low) / step
-inline constexpr int kHistSize = kHistBins + 2;
-int histogram_bin(double ratio);
+// The error/bound histogram (reference/element_verdict.h, shared with the GPU oracle).
+using verdict::histogram_bin;
+using verdict::kHistBins;
+using verdict::kHistHighExp;
+using verdict::kHistLowExp;
+using verdict::kHistSize;
+using verdict::kHistStep;
 
 struct WorstRecord {
   std::string where;  // "O[b,h,i,c]" or "LSE[b,h,i]"
