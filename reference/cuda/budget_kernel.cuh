@@ -1,11 +1,13 @@
 // The error budget on the GPU: error_budget's row walk (reference/error_budget.cpp), one warp per query
 // row, calling the same term functions (reference/budget_terms.h). The CPU walk keeps a row's keys in
-// vectors; here the keys are swept three times instead:
-//   1. scores: the row maximum z_max, the largest score magnitude R and score error eps_max, n;
+// vectors; here the keys are swept three times instead, in chunks of 32 staged in shared memory for the
+// block's rows:
+//   1. scores: the row maximum z_max, the largest score magnitude R and score error eps_max, V_max, n;
 //   2. tiles, in key order: which tiles may raise the running maximum (it needs eps_max), the lane,
 //      block and tile counts of the accumulations;
-//   3. per key the weight interval (it needs each key's tile maximum and the raises after its tile),
-//      and per column the centred sums, in chunks of 32 keys, a lane per key and then a lane per column.
+//   3. in segments of whole tiles (at least a chunk): the segment's scores, then each key's tile maximum,
+//      running maximum and the raises after its tile (one lane walks them), then per key the weight
+//      interval (a lane per key) and per column the centred sums (a lane per column).
 // Sums run in another order than on the CPU (lanes, then a warp reduction), which moves a bound by a few
 // units of double rounding: tests/gpu/oracle_agreement_test.cpp holds the two budgets to 1e-9.
 #pragma once
@@ -15,14 +17,19 @@
 
 namespace fc::gpu::detail {
 
-// Per key of each (batch, kv head): the largest |V| over its columns, in stored units (NaN ignored, as
-// the CPU's std::max ignores it).
-__global__ void key_vmax_kernel(Shape s, double* key_vmax) {
+// Per key of each (batch, kv head): the largest and the smallest |V| over its columns, in stored units
+// (NaN ignored, as the CPU's std::max ignores it; a key of NaNs only has +inf as its smallest).
+__global__ void key_v_range_kernel(Shape s, double* key_vmax, double* key_vmin) {
   const int64_t keys = int64_t(s.batch) * s.heads_kv * s.n_k;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < keys; x += int64_t(gridDim.x) * blockDim.x) {
-    double m = 0;
-    for (int c = 0; c < s.dv; ++c) m = fmax(m, fabs(load_stored(s.in, s.v, x * s.dv + c)));
-    key_vmax[x] = m;
+    double hi = 0, lo = HUGE_VAL;
+    for (int c = 0; c < s.dv; ++c) {
+      const double a = fabs(load_stored(s.in, s.v, x * s.dv + c));
+      hi = fmax(hi, a);
+      lo = fmin(lo, a);
+    }
+    key_vmax[x] = hi;
+    key_vmin[x] = lo;
   }
 }
 
@@ -41,50 +48,92 @@ __device__ __forceinline__ double align_mag(double x, double mn) {
   return a == 0 || a >= mn ? a : mn;
 }
 
-// A key's score in stored units (sign-folded), its R (what bounds the accumulation error) and the tf32
-// operands' exact score error.
+// The per-row operand of R (what bounds a score's accumulation error) from a stored Q or K value: the
+// tf32-rounded value with the tf32 operand term, the magnitude aligned to the format's minimum normal
+// with tensor cores, else the magnitude.
+__device__ __forceinline__ double r_operand(const BudgetParams& bp, double x) {
+  return bp.op_round ? round_tf32(x) : bp.tc ? align_mag(x, bp.mn_op) : fabs(x);
+}
+
+// A key's score in stored units (sign-folded), its R and the tf32 operands' exact score error, from key t
+// of the staged chunk: kT holds the stored K values, k2T their r_operand (kStagedK2) or nothing.
 struct KeyScore {
   double z, R, op_err;
 };
-__device__ __forceinline__ KeyScore key_score(const Shape& s, const BudgetParams& bp, const Row& row, const double* qs,
-                                              const double* qop, int64_t j) {
-  const int64_t kb = k_base(s, row.b, row.hk, j);
+template <bool kStagedK2>
+__device__ __forceinline__ KeyScore key_score(const Shape& s, const BudgetParams& bp, const double* qs,
+                                              const double* q2, const double* kT, const double* k2T, int t) {
   double dot = 0, rr = 0, dot_op = 0;
-  for (int c = 0; c < s.d; ++c) {
-    const double ks = load_stored(s.in, s.k, kb + c);  // stored units (value / k_descale)
-    dot += qs[c] * ks;
-    if (bp.op_round) {
-      const double ko = round_tf32(ks);
-      dot_op += qop[c] * ko;
-      rr += fabs(qop[c] * ko);
-    } else {
-      rr += bp.tc ? align_mag(qs[c], bp.mn_op) * align_mag(ks, bp.mn_op) : fabs(qs[c] * ks);
+  if (bp.op_round) {
+    for (int c = 0; c < s.d; ++c) {
+      const double ks = kT[c * kPitch + t], ko = kStagedK2 ? k2T[c * kPitch + t] : round_tf32(ks);
+      dot = fma(qs[c], ks, dot);
+      dot_op = fma(q2[c], ko, dot_op);
+      rr = fma(fabs(q2[c]), fabs(ko), rr);
+    }
+  } else {
+    for (int c = 0; c < s.d; ++c) {
+      const double ks = kT[c * kPitch + t], k2 = kStagedK2 ? k2T[c * kPitch + t] : r_operand(bp, ks);
+      dot = fma(qs[c], ks, dot);
+      rr = fma(q2[c], k2, rr);
     }
   }
   return {bp.sgn * dot, rr, bp.op_round ? budget::operand_rounding(dot_op, dot) : 0.0};
 }
-
-// Per-warp shared memory: Q (stored units) and its tf32 operands, and the chunk's per-key values.
-struct ChunkKeys {
-  double E[32], whi[32], err_c[32], err_c_det[32], ep[32], zeta[32], z[32], run[32];
-  int tile[32], blk[32], later[32];
-  unsigned char p_sub[32];
-};
-__host__ __device__ constexpr size_t budget_smem_per_warp(int d) {
-  return sizeof(ChunkKeys) + 2 * sizeof(double) * size_t(d);
+// The score alone.
+__device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, const double* qs, const double* kT,
+                                        int t) {
+  double dot = 0;
+  for (int c = 0; c < s.d; ++c) dot = fma(qs[c], kT[c * kPitch + t], dot);
+  return bp.sgn * dot;
 }
 
+// Keys per sweep-3 segment at most: whole tiles of at most this many keys (the host refuses wider steps).
+inline constexpr int kMaxSegment = 128;
+__host__ __device__ constexpr int segment_keys(int tile_n) {
+  return tile_n >= kChunk ? tile_n : tile_n * ((kChunk + tile_n - 1) / tile_n);
+}
+
+// Per-warp shared memory: the segment's scores and tile walk, the chunk's per-key weights, then Q (stored
+// units) and its r_operand.
+struct WarpKeys {
+  double z[kMaxSegment], R[kMaxSegment], op_err[kMaxSegment], run[kMaxSegment];
+  int later[kMaxSegment], tile[kMaxSegment], blk[kMaxSegment];
+  double E[kChunk], whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+  unsigned char p_sub[kChunk], small_v[kChunk];
+};
+__host__ __device__ constexpr size_t budget_warp_bytes(int d) {
+  return smem_align(sizeof(WarpKeys)) + smem_align(2 * sizeof(double) * size_t(d));
+}
+// The staged K (stored units), its r_operand when staged, V (stored units), then the warps' regions.
+__host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool staged_k2) {
+  return staged_k_bytes(d) * (staged_k2 ? 2 : 1) + staged_v_bytes(dv) + size_t(rows) * budget_warp_bytes(d);
+}
+
+template <bool kStagedK2>
 __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut out) {
-  extern __shared__ unsigned char smem_raw[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int64_t r = int64_t(blockIdx.x) * warps + warp;
-  if (r >= s.rows()) return;
-  unsigned char* mine = smem_raw + size_t(warp) * budget_smem_per_warp(s.d);
-  ChunkKeys& ck = *reinterpret_cast<ChunkKeys*>(mine);
-  double* qs = reinterpret_cast<double*>(mine + sizeof(ChunkKeys));
-  double* qop = qs + s.d;
-  const Row row = row_of(s, r);
-  const int64_t o0 = r * s.dv;
+  extern __shared__ double smem_d[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const BlockRows br = block_rows(s);
+  unsigned char* base = reinterpret_cast<unsigned char*>(smem_d);
+  double* kT = reinterpret_cast<double*>(base);
+  double* k2T = reinterpret_cast<double*>(base + staged_k_bytes(s.d));  // used when kStagedK2
+  double* vS = reinterpret_cast<double*>(base + staged_k_bytes(s.d) * (kStagedK2 ? 2 : 1));
+  unsigned char* mine = base + budget_smem(s.d, s.dv, warp, kStagedK2);
+  WarpKeys& wk = *reinterpret_cast<WarpKeys*>(mine);
+  double* qs = reinterpret_cast<double*>(mine + smem_align(sizeof(WarpKeys)));
+  double* q2 = qs + s.d;
+  auto stored = [](double x) { return x; };
+  const BudgetParams& bpr = bp;
+  auto operand = [&bpr](double x) { return r_operand(bpr, x); };
+  // Stages the chunk's K (and its r_operand).
+  auto stage_keys = [&](int64_t j0, int nc) {
+    stage_k(s, br, j0, nc, kT, stored);
+    if (kStagedK2) stage_k(s, br, j0, nc, k2T, operand);
+  };
+  const int64_t i = br.i0 + warp;
+  const int64_t r = br.r0 + warp, lr = r - s.row0;  // global row, row in this pass's workspace
+  const int64_t o0 = lr * s.dv;
   const double inf = HUGE_VAL;
 
   auto write_row = [&](int c, double ob, double obp, double sa) {
@@ -100,40 +149,57 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
   auto write_lse = [&](double lb, double lbp) {
     if (lane != 0) return;
     if (bp.merge_max) {
-      out.lse_bound[r] = fmax(out.lse_bound[r], lb);
-      out.lse_bound_prob[r] = fmax(out.lse_bound_prob[r], lbp);
+      out.lse_bound[lr] = fmax(out.lse_bound[lr], lb);
+      out.lse_bound_prob[lr] = fmax(out.lse_bound_prob[lr], lbp);
     } else {
-      out.lse_bound[r] = lb;
-      out.lse_bound_prob[r] = lbp;
+      out.lse_bound[lr] = lb;
+      out.lse_bound_prob[lr] = lbp;
     }
   };
 
-  // NaN rows and rows with no visible key are exact: bound 0.
-  const double ref_lse = in.lse_ref[r];
-  if (ref_lse != ref_lse || ref_lse == -inf) {
-    for (int c = lane; c < s.dv; c += 32) write_row(c, 0.0, 0.0, 0.0);
-    write_lse(0.0, 0.0);
-    return;
+  // Rows past n_q, NaN rows and rows with no visible key take no part (bound 0 for the last two); the
+  // warp still joins the block's staging.
+  bool idle = i >= s.n_q;
+  double ref_lse = 0;
+  if (!idle) {
+    ref_lse = in.lse_ref[lr];
+    if (ref_lse != ref_lse || ref_lse == -inf) {
+      for (int c = lane; c < s.dv; c += 32) write_row(c, 0.0, 0.0, 0.0);
+      write_lse(0.0, 0.0);
+      idle = true;
+    }
   }
-  const int64_t qb = q_base(s, row.b, row.h, row.i);
-  for (int c = lane; c < s.d; c += 32) {
-    qs[c] = load_stored(s.in, s.q, qb + c);
-    qop[c] = bp.op_round ? round_tf32(qs[c]) : qs[c];
+  if (__syncthreads_and(idle)) return;
+  int64_t lo = 0, hi = 0;
+  if (!idle) {
+    row_key_range(s, i, br.len, lo, hi);
+    const int64_t qb = q_base(s, br.b, br.h, i);
+    for (int c = lane; c < s.d; c += 32) {
+      qs[c] = load_stored(s.in, s.q, qb + c);
+      q2[c] = r_operand(bp, qs[c]);
+    }
   }
   __syncwarp();
+  auto sees = [&](int64_t j) { return !idle && j >= lo && j < hi && visible(s, i, j, br.len); };
 
   // Sweep 1: z_max, R_max, eps_max, V_max, n.
   double zmax = -inf, rmax = 0, eps_max = 0, vmax = 0;
   int64_t n = 0;
-  const int64_t kv0 = (int64_t(row.b) * s.heads_kv + row.hk) * s.n_k;
-  for (int64_t j = lane; j < s.n_k; j += 32) {
-    if (!visible(s, row.i, j, row.len)) continue;
-    const KeyScore k = key_score(s, bp, row, qs, qop, j);
-    zmax = fmax(zmax, k.z);
-    rmax = fmax(rmax, k.R);
-    eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
-    vmax = fmax(vmax, in.key_vmax[kv0 + j]);
-    ++n;
+  const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
+  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+    const int nc = int(min(int64_t(kChunk), br.hi - j0));
+    __syncthreads();
+    stage_keys(j0, nc);
+    __syncthreads();
+    const int64_t j = j0 + lane;
+    if (lane < nc && sees(j)) {
+      const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+      zmax = fmax(zmax, k.z);
+      rmax = fmax(rmax, k.R);
+      eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
+      vmax = fmax(vmax, in.key_vmax[kv0 + j]);
+      ++n;
+    }
   }
   zmax = warp_max(zmax);
   rmax = warp_max(rmax);
@@ -141,21 +207,60 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
   vmax = warp_max(vmax);
   n = warp_sum_i(n);
 
-  // Sweep 2 (lane 0 walks the keys in order; the lanes compute the chunk's scores): tiles and counts.
+  // Sweep 2: tiles and counts. Where the step is a multiple of the chunk (aligned), a chunk lies in one
+  // tile and warp votes do the walk; otherwise lane 0 walks the keys in order.
+  const bool aligned = bp.tile_n % kChunk == 0;
   int raises = 0, T = 0, max_tile_keys = 1, n_blocks_all = 0;
   int lane_cnt[4] = {0, 0, 0, 0};
   {
     int cur_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
     double tmax = -inf, run_prev = -inf;
-    for (int64_t j0 = 0; j0 < s.n_k; j0 += 32) {
-      const int64_t j = j0 + lane;
-      const bool vis = j < s.n_k && visible(s, row.i, j, row.len);
+    for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+      const int nc = int(min(int64_t(kChunk), br.hi - j0));
+      __syncthreads();
+      stage_k(s, br, j0, nc, kT, stored);
+      __syncthreads();
+      const bool vis = lane < nc && sees(j0 + lane);
       const unsigned visible_lanes = __ballot_sync(0xffffffffu, vis);
       if (!visible_lanes) continue;
-      ck.z[lane] = vis ? key_score(s, bp, row, qs, qop, j).z : 0.0;
+      const double z = vis ? key_z(s, bp, qs, kT, lane) : 0.0;
+      if (aligned) {
+        // The chunk lies in one tile: its maximum, counts and blocks by warp votes; every lane keeps the
+        // walk's state.
+        const int tile = int(j0 / bp.tile_n);
+        const double cmax = warp_max(vis ? z : -inf);
+        const int nv = __popc(visible_lanes);
+        if (tile != cur_tile) {
+          if (cur_tile >= 0) {
+            const double run = T == 0 ? tmax : fmax(run_prev, tmax);
+            raises += T > 0 && budget::may_raise(tmax, run_prev, eps_max, bp.split);
+            run_prev = run;
+            ++T;
+          }
+          cur_tile = tile;
+          tmax = cmax;
+          keys_in_tile = nv;
+        } else {
+          tmax = fmax(tmax, cmax);
+          keys_in_tile += nv;
+        }
+        max_tile_keys = max(max_tile_keys, keys_in_tile);
+        // The lane class (key offset % 8) / 2: the chunk starts at a multiple of 32 within its tile.
+        for (int x = 0; x < 4; ++x) lane_cnt[x] += __popc(visible_lanes & (0x03030303u << (2 * x)));
+        const int blk = (int(j0 - int64_t(tile) * bp.tile_n) + lane) / (bp.tc ? bp.block : 1);
+        const unsigned before = visible_lanes & ((1u << lane) - 1u);
+        const int prev = before ? 31 - __clz(before) : -1;
+        const int prev_blk = __shfl_sync(0xffffffffu, blk, prev < 0 ? 0 : prev);
+        const bool starts = vis && (prev < 0 ? tile != last_blk_tile || blk != last_blk : blk != prev_blk);
+        n_blocks_all += __popc(__ballot_sync(0xffffffffu, starts));
+        last_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
+        last_blk_tile = tile;
+        continue;
+      }
+      wk.z[lane] = z;
       __syncwarp();
       if (lane == 0) {
-        for (int t = 0; t < 32; ++t) {
+        for (int t = 0; t < nc; ++t) {
           if (!(visible_lanes >> t & 1u)) continue;
           const int64_t key = j0 + t;
           const int tile = int(key / bp.tile_n);
@@ -167,10 +272,10 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
               ++T;
             }
             cur_tile = tile;
-            tmax = ck.z[t];
+            tmax = wk.z[t];
             keys_in_tile = 1;
           } else {
-            tmax = fmax(tmax, ck.z[t]);
+            tmax = fmax(tmax, wk.z[t]);
             ++keys_in_tile;
           }
           max_tile_keys = max(max_tile_keys, keys_in_tile);
@@ -198,154 +303,214 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
   const double eK = exp(bp.sigma * eps_max);  // bounds the common factor K and 1/K
   const int splits = bp.splits_known > 0 ? bp.splits_known : max(T, 1);
   const int merge = budget::merge_roundings(splits, bp.fa1);
-  const double fa1_tiles = bp.fa1 ? double((row.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
+  const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
   const budget::PvMode pv_mode = !bp.tc           ? budget::PvMode::sequential
                                  : bp.tile_unknown ? budget::PvMode::tensor_core_any_tile
                                  : bp.two_level    ? budget::PvMode::tensor_core_two_level
                                                    : budget::PvMode::tensor_core;
+  const int seg = segment_keys(bp.tile_n);
 
-  // Sweep 3, once per column group: weights per key, sums per column.
+  // Sweep 3, once per column group: per segment of whole tiles, the scores, the tile walk, the weights per
+  // key and the sums per column.
   for (int g0 = 0; g0 < s.dv; g0 += 32 * kBudgetCols) {
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
-    double num[kBudgetCols], num_det[kBudgetCols], num_p2[kBudgetCols], tp[kBudgetCols], tp_det[kBudgetCols],
-        tp2[kBudgetCols], A[kBudgetCols], D[kBudgetCols], W[kBudgetCols], vop[kBudgetCols], excess[kBudgetCols],
+    // p2: the probabilistic model's sum of squares, of the centred terms (l from rounded P) or of the
+    // P-rounding terms (l in fp32); one register set serves both.
+    double num[kBudgetCols], num_det[kBudgetCols], p2[kBudgetCols], tp[kBudgetCols], tp_det[kBudgetCols],
+        A[kBudgetCols], D[kBudgetCols], W[kBudgetCols], vop[kBudgetCols], excess[kBudgetCols],
         O[kBudgetCols], oe[kBudgetCols];
     int nz_keys[kBudgetCols], nz_blocks[kBudgetCols], nz_tile_blocks[kBudgetCols], nz_max_tile_blocks[kBudgetCols],
-        last_blk[kBudgetCols], last_blk_tile[kBudgetCols], last_tile[kBudgetCols];
+        last_blk[kBudgetCols], last_tile[kBudgetCols];
     for (int cc = 0; cc < kBudgetCols; ++cc) {
-      num[cc] = num_det[cc] = num_p2[cc] = tp[cc] = tp_det[cc] = tp2[cc] = A[cc] = D[cc] = W[cc] = vop[cc] = 0;
+      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = A[cc] = D[cc] = W[cc] = vop[cc] = 0;
       excess[cc] = 0;
       nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
-      last_blk[cc] = last_blk_tile[cc] = last_tile[cc] = -1;
+      last_blk[cc] = last_tile[cc] = -1;
       const int c = g0 + lane + 32 * cc;
-      O[cc] = c < s.dv ? in.o_ref[o0 + c] : 0.0;
-      oe[cc] = c < s.dv ? in.o_err[o0 + c] : 0.0;
+      O[cc] = !idle && c < s.dv ? in.o_ref[o0 + c] : 0.0;
+      oe[cc] = !idle && c < s.dv ? in.o_err[o0 + c] : 0.0;
     }
-    // The tile walk again: each key's tile maximum (a tile may straddle chunks: its maximum is completed by
-    // looking ahead), the running maximum through its tile and the raises after it.
-    int cur_tile = -1, T_seen = 0, prefix = 0;
+    int T_seen = 0, prefix = 0, cur_tile = -1;
     double run_prev = -inf, cur_run = -inf;
-    for (int64_t j0 = 0; j0 < s.n_k; j0 += 32) {
-      const int64_t j = j0 + lane;
-      const bool vis = j < s.n_k && visible(s, row.i, j, row.len);
-      const unsigned visible_lanes = __ballot_sync(0xffffffffu, vis);
-      if (!visible_lanes) continue;
-      KeyScore k{0, 0, 0};
-      if (vis) k = key_score(s, bp, row, qs, qop, j);
-      ck.z[lane] = k.z;
-      // The last visible key's tile may continue past the chunk: its maximum over the rest of the tile.
-      const int last_lane = 31 - __clz(visible_lanes);
-      const int64_t last_key = j0 + last_lane;
-      const int last_tile_id = int(last_key / bp.tile_n);
-      const int64_t tile_end = min(int64_t(last_tile_id + 1) * bp.tile_n, s.n_k);
-      double ahead = -inf;
-      for (int64_t a0 = j0 + 32; a0 < tile_end; a0 += 32) {
-        const int64_t ja = a0 + lane;
-        if (ja < tile_end && visible(s, row.i, ja, row.len)) ahead = fmax(ahead, key_score(s, bp, row, qs, qop, ja).z);
+    for (int64_t s0 = (br.lo / seg) * seg; s0 < br.hi; s0 += seg) {
+      const int ns = int(min(int64_t(seg), br.hi - s0));
+      // The segment's scores.
+      unsigned seg_visible[kMaxSegment / kChunk] = {};
+      for (int c0 = 0; c0 < ns; c0 += kChunk) {
+        const int nc = min(kChunk, ns - c0);
+        __syncthreads();
+        stage_keys(s0 + c0, nc);
+        __syncthreads();
+        const bool vis = lane < nc && sees(s0 + c0 + lane);
+        seg_visible[c0 / kChunk] = __ballot_sync(0xffffffffu, vis);
+        if (vis) {
+          const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+          wk.z[c0 + lane] = k.z;
+          wk.R[c0 + lane] = k.R;
+          wk.op_err[c0 + lane] = k.op_err;
+        }
       }
-      ahead = warp_max(ahead);
       __syncwarp();
-      if (lane == 0) {
-        // Per lane: the complete maximum of its tile (segments of equal tile in lane order).
-        for (int t = 0; t < 32; ++t) {
-          if (!(visible_lanes >> t & 1u)) continue;
-          const int tile = int((j0 + t) / bp.tile_n);
+      // The tile walk: each key's tile maximum (its tile lies within the segment), the running maximum
+      // through its tile and the raises after it. Aligned, the segment is one tile: every lane walks it.
+      if (aligned) {
+        double tm = -inf;
+        for (int x = lane; x < ns; x += kChunk)
+          if (seg_visible[x / kChunk] >> lane & 1u) tm = fmax(tm, wk.z[x]);
+        tm = warp_max(tm);
+        const int tile = int(s0 / bp.tile_n);
+        if (tm != -inf) {  // the segment has visible keys
+          if (cur_tile >= 0) {
+            run_prev = cur_run;
+            ++T_seen;
+          }
+          cur_tile = tile;
+          cur_run = T_seen == 0 ? tm : fmax(run_prev, tm);
+          prefix += T_seen > 0 && budget::may_raise(tm, run_prev, eps_max, bp.split);
+          const int later = raises - prefix + (bp.split ? 1 : 0);
+          for (int x = lane; x < ns; x += kChunk) {
+            wk.run[x] = cur_run;
+            wk.later[x] = later;
+            wk.tile[x] = tile;
+            wk.blk[x] = x / (bp.tc ? bp.block : 1);
+          }
+        }
+      } else if (lane == 0) {
+        for (int x = 0; x < ns; ++x) {
+          if (!(seg_visible[x / kChunk] >> (x % kChunk) & 1u)) continue;
+          const int tile = int((s0 + x) / bp.tile_n);
           if (tile != cur_tile) {
-            // Close the previous tile, open this one with its maximum over the chunk and beyond.
             if (cur_tile >= 0) {
               run_prev = cur_run;
               ++T_seen;
             }
             cur_tile = tile;
             double tm = -inf;
-            for (int x = t; x < 32; ++x)
-              if ((visible_lanes >> x & 1u) && int((j0 + x) / bp.tile_n) == tile) tm = fmax(tm, ck.z[x]);
-            if (tile == last_tile_id) tm = fmax(tm, ahead);
+            for (int y = x; y < ns && int((s0 + y) / bp.tile_n) == tile; ++y)
+              if (seg_visible[y / kChunk] >> (y % kChunk) & 1u) tm = fmax(tm, wk.z[y]);
             cur_run = T_seen == 0 ? tm : fmax(run_prev, tm);
             prefix += T_seen > 0 && budget::may_raise(tm, run_prev, eps_max, bp.split);
           }
-          ck.run[t] = cur_run;
-          ck.later[t] = raises - prefix + (bp.split ? 1 : 0);
-          ck.tile[t] = tile;
-          const int64_t off = (j0 + t) - int64_t(tile) * bp.tile_n;
-          ck.blk[t] = int(off / (bp.tc ? bp.block : 1));
+          wk.run[x] = cur_run;
+          wk.later[x] = raises - prefix + (bp.split ? 1 : 0);
+          wk.tile[x] = tile;
+          wk.blk[x] = int(((s0 + x) - int64_t(tile) * bp.tile_n) / (bp.tc ? bp.block : 1));
         }
       }
       __syncwarp();
-      // Per key: the weight interval (§3.2-§3.7).
-      if (vis) {
-        const double delta = zmax - k.z;
-        const double E = exp(-bp.sigma * delta);
-        const double run = ck.run[lane];
-        double e = 0;
-        e += bp.sigma * (bp.eps_s * k.R + bp.abs_s);
-        e += bp.sigma * k.op_err;
-        e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
-        e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, ck.later[lane]);
-        const double eta = e * (1 + 1e-6);
-        const budget::Underflow uf =
-            budget::underflow(E, eta, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
-        const budget::WeightInterval wi = budget::weight_interval(E, eta, bp.uP, uf, bp.l_fp32);
-        sumE += E;
-        den += wi.den;
-        lhi += wi.lhi;
-        const bool p_sub = E * exp(-eta) * bp.S < bp.mn_p;
-        if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
-        ck.E[lane] = E;
-        ck.whi[lane] = wi.whi;
-        ck.err_c[lane] = wi.err_c;
-        ck.err_c_det[lane] = wi.err_c_det;
-        ck.ep[lane] = E * exp(eta);
-        ck.zeta[lane] = uf.zeta;
-        ck.p_sub[lane] = p_sub;
-      }
-      __syncwarp();
-      // Per column (§3.9 counts, the centred sums).
-      for (int t = 0; t < 32; ++t) {
-        if (!(visible_lanes >> t & 1u)) continue;
-        const int64_t vb = v_base(s, row.b, row.hk, j0 + t);
-        const double E = ck.E[t], whi = ck.whi[t], ec = ck.err_c[t], ecd = ck.err_c_det[t], ep = ck.ep[t],
-                     zeta = ck.zeta[t];
-        const int tile = ck.tile[t], blk = ck.blk[t];
-        const bool p_sub = ck.p_sub[t];
-        for (int cc = 0; cc < kBudgetCols; ++cc) {
-          const int c = g0 + lane + 32 * cc;
-          if (c >= s.dv) break;
-          const double vs = load_stored(s.in, s.v, vb + c);  // stored units
-          const double v = vs * s.vd;
-          if (v != 0) {
-            ++nz_keys[cc];
-            if (tile != last_tile[cc]) {
+      // Weights per key and sums per column, chunk by chunk.
+      for (int c0 = 0; c0 < ns; c0 += kChunk) {
+        const int nc = min(kChunk, ns - c0);
+        __syncthreads();
+        stage_v(s, br, s0 + c0, nc, vS, stored);
+        __syncthreads();
+        const unsigned visible_lanes = seg_visible[c0 / kChunk];
+        const int x = c0 + lane;
+        if (visible_lanes >> lane & 1u) {  // §3.2-§3.7
+          const double delta = zmax - wk.z[x];
+          const double E = exp(-bp.sigma * delta);
+          const double run = wk.run[x];
+          double e = 0;
+          e += bp.sigma * (bp.eps_s * wk.R[x] + bp.abs_s);
+          e += bp.sigma * wk.op_err[x];
+          e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
+          e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, wk.later[x]);
+          const double eta = e * (1 + 1e-6);
+          const budget::Underflow uf =
+              budget::underflow(E, eta, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
+          const budget::WeightInterval wi = budget::weight_interval(E, eta, bp.uP, uf, bp.l_fp32);
+          sumE += E;
+          den += wi.den;
+          lhi += wi.lhi;
+          const bool p_sub = E * exp(-eta) * bp.S < bp.mn_p;
+          if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
+          wk.E[lane] = E;
+          wk.whi[lane] = wi.whi;
+          wk.err_c[lane] = wi.err_c;
+          wk.err_c_det[lane] = wi.err_c_det;
+          wk.ep[lane] = E * exp(eta);
+          wk.zeta[lane] = uf.zeta;
+          wk.p_sub[lane] = p_sub;
+          wk.small_v[lane] = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
+        }
+        // A chunk whose keys have no zero in V counts the same keys and blocks in every column: with the
+        // chunk in one tile (aligned), each column's counts then advance once per chunk below.
+        const bool x_vis = visible_lanes >> lane & 1u;
+        const bool uniform = aligned && !__any_sync(0xffffffffu, x_vis && in.key_vmin[kv0 + s0 + x] == 0);
+        __syncwarp();
+        for (int t = 0; t < nc; ++t) {  // §3.9 counts, the centred sums
+          if (!(visible_lanes >> t & 1u)) continue;
+          const double E = wk.E[t], whi = wk.whi[t], ec = wk.err_c[t], ecd = wk.err_c_det[t], ep = wk.ep[t],
+                       zeta = wk.zeta[t];
+          const int tile = wk.tile[c0 + t], blk = wk.blk[c0 + t];
+          const bool p_sub = wk.p_sub[t];
+          const bool excess_check = bp.tc && (p_sub || wk.small_v[t]);  // some column may add to the excess
+          for (int cc = 0; cc < kBudgetCols; ++cc) {
+            const int c = g0 + lane + 32 * cc;
+            if (c >= s.dv) break;
+            const double vs = vS[t * s.dv + c];  // stored units
+            const double v = vs * s.vd;
+            if (excess_check && v != 0 && (p_sub || fabs(vs) < bp.mn_op))
+              excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs, bp.mn_op) * s.vd);
+            if (!uniform && v != 0) {
+              ++nz_keys[cc];
+              const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
+              if (new_tile) {
+                nz_tile_blocks[cc] = 0;
+                last_tile[cc] = tile;
+              }
+              if (new_tile || blk != last_blk[cc]) {
+                ++nz_blocks[cc];
+                nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
+                last_blk[cc] = blk;
+              }
+            }
+            const double dv_ = fabs(v - O[cc]) + oe[cc];
+            num[cc] += ec * dv_;
+            num_det[cc] += ecd * dv_;
+            A[cc] += E * fabs(v);
+            D[cc] += E * fabs(v - O[cc]);
+            W[cc] += whi * fabs(v);
+            if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
+            if (!bp.l_fp32) {
+              p2[cc] += (ep * dv_) * (ep * dv_);
+            } else {
+              tp[cc] += (bp.uP * ep + zeta) * fabs(v);
+              tp_det[cc] += zeta * fabs(v);
+              p2[cc] += (ep * v) * (ep * v);
+            }
+          }
+        }
+        if (uniform && visible_lanes) {
+          // The chunk's m visible keys, all in tile `tile`: the first starts a block in a column unless it
+          // continues that column's last block; each later one starts a block when its block differs from
+          // the previous visible key's.
+          const int tile = int(s0 / bp.tile_n), m = __popc(visible_lanes);
+          const int blk = (c0 + lane) / (bp.tc ? bp.block : 1);
+          const unsigned before = visible_lanes & ((1u << lane) - 1u);
+          const int prev_blk = __shfl_sync(0xffffffffu, blk, before ? 31 - __clz(before) : 0);
+          const int later_starts = __popc(__ballot_sync(0xffffffffu, x_vis && before && blk != prev_blk));
+          const int first_blk = __shfl_sync(0xffffffffu, blk, __ffs(visible_lanes) - 1);
+          const int last_key_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
+          for (int cc = 0; cc < kBudgetCols; ++cc) {
+            if (g0 + lane + 32 * cc >= s.dv) break;
+            nz_keys[cc] += m;
+            const bool new_tile = tile != last_tile[cc];
+            if (new_tile) {
               nz_tile_blocks[cc] = 0;
               last_tile[cc] = tile;
             }
-            if (tile != last_blk_tile[cc] || blk != last_blk[cc]) {
-              ++nz_blocks[cc];
-              nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
-              last_blk_tile[cc] = tile;
-              last_blk[cc] = blk;
-            }
-            if (bp.tc && (p_sub || fabs(vs) < bp.mn_op))
-              excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs, bp.mn_op) * s.vd);
-          }
-          const double dv_ = fabs(v - O[cc]) + oe[cc];
-          num[cc] += ec * dv_;
-          num_det[cc] += ecd * dv_;
-          A[cc] += E * fabs(v);
-          D[cc] += E * fabs(v - O[cc]);
-          W[cc] += whi * fabs(v);
-          if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
-          if (!bp.l_fp32) {
-            num_p2[cc] += (ep * dv_) * (ep * dv_);
-          } else {
-            tp[cc] += (bp.uP * ep + zeta) * fabs(v);
-            tp_det[cc] += zeta * fabs(v);
-            tp2[cc] += (ep * v) * (ep * v);
+            const int starts = (new_tile || first_blk != last_blk[cc] ? 1 : 0) + later_starts;
+            nz_blocks[cc] += starts;
+            nz_tile_blocks[cc] += starts;
+            nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], nz_tile_blocks[cc]);
+            last_blk[cc] = last_key_blk;
           }
         }
+        __syncwarp();
       }
-      __syncwarp();
     }
+    if (idle) continue;  // the next group's staging still needs this warp
     sumE = warp_sum(sumE);
     den = warp_sum(den);
     lhi = warp_sum(lhi);
@@ -386,8 +551,9 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
       }
       const double Tc = num[cc] / den, Tp = tp[cc] / den, Wn = W[cc] / den, Vop = vop[cc] / den;
       const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
-      const double Tc_prob = budget::min2(Tc, (num_det[cc] + bp.lambda * bp.uP * sqrt(num_p2[cc])) / den);
-      const double Tp_prob = budget::min2(Tp, (tp_det[cc] + bp.lambda * bp.uP * sqrt(tp2[cc])) / den);
+      const double num_p2 = bp.l_fp32 ? 0.0 : p2[cc], tp2 = bp.l_fp32 ? p2[cc] : 0.0;
+      const double Tc_prob = budget::min2(Tc, (num_det[cc] + bp.lambda * bp.uP * sqrt(num_p2)) / den);
+      const double Tp_prob = budget::min2(Tp, (tp_det[cc] + bp.lambda * bp.uP * sqrt(tp2)) / den);
       const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
       auto eps_pv = [&](bool prob) {
         return budget::pv_accumulation(pv_mode, counts, bp.step, int(n), T, raises, merge, fa1_tiles, prob, bp.lambda);
@@ -406,7 +572,7 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
       if (!outside) {
         auto lse_total = [&](double el) {
           return budget::lse_bound(budget::LseParts{den, lhi, sumE, el, bp.S, bp.sigma, zmax, eps_max, ref_lse,
-                                                    in.lse_err[r], bp.fp8, true});
+                                                    in.lse_err[lr], bp.fp8, true});
         };
         lb = lse_total(eps_l);
         lbp = lse_total(eps_l_prob);

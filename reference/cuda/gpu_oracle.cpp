@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -122,6 +123,50 @@ bool oracle_available(std::string* why) {
   return true;
 }
 
+namespace {
+
+// The rows are judged in passes whose workspace stays under 2 GiB (FLASHCHECK_ORACLE_PASS_BYTES sets
+// another limit; the agreement test uses it to judge small problems in many passes): whole (batch,
+// head)s when they fit, else chunks of a head (multiples of kMaxRowsPerBlock rows, as the launches need).
+size_t pass_bytes() {
+  if (const char* e = std::getenv("FLASHCHECK_ORACLE_PASS_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(e, &end, 10);
+    if (end != e && *end == '\0') return size_t(b);
+    throw std::invalid_argument(std::string("GPU oracle: FLASHCHECK_ORACLE_PASS_BYTES = '") + e + "' is not a byte count");
+  }
+  return size_t(2) << 30;
+}
+
+size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 4 * sizeof(double); }
+
+struct Pass {
+  int64_t row0, rows;
+};
+std::vector<Pass> plan_passes(const Problem& p) {
+  const int64_t heads = int64_t(p.batch) * p.heads_q, n_q = p.n_q;
+  int64_t per_pass = std::max<int64_t>(kMaxRowsPerBlock, int64_t(pass_bytes() / workspace_per_row(p)));
+  per_pass -= per_pass % kMaxRowsPerBlock;
+  std::vector<Pass> passes;
+  if (n_q == 0) return passes;
+  if (n_q <= per_pass) {
+    const int64_t heads_per_pass = per_pass / n_q;
+    for (int64_t h = 0; h < heads; h += heads_per_pass)
+      passes.push_back({h * n_q, std::min(heads_per_pass, heads - h) * n_q});
+  } else {
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < n_q; i += per_pass) passes.push_back({h * n_q + i, std::min(per_pass, n_q - i)});
+  }
+  return passes;
+}
+int64_t max_pass_rows(const std::vector<Pass>& passes) {
+  int64_t m = 0;
+  for (const Pass& x : passes) m = std::max(m, x.rows);
+  return m;
+}
+
+}  // namespace
+
 DeviceFootprint oracle_footprint(const Problem& p, Recipe r) {
   const RecipeSpec& rs = recipe_spec(r);
   const size_t in_b = storage_bytes(storage_of(rs.input == Format::tf32 ? Format::fp32 : rs.input));
@@ -130,8 +175,8 @@ DeviceFootprint oracle_footprint(const Problem& p, Recipe r) {
   f.tensors = (p.q_size() + p.k_size() + p.v_size()) * in_b + p.o_size() * out_b + p.lse_size() * sizeof(float) +
               p.key_lengths.size() * sizeof(int64_t) + p.dense_mask.size();
   const size_t threads = size_t(1024) * 256;  // the verdict's grid at most
-  f.workspace = p.o_size() * 5 * sizeof(double) + p.lse_size() * 4 * sizeof(double) +
-                size_t(p.batch) * p.heads_kv * p.n_k * sizeof(double) + threads * sizeof(double) +
+  f.workspace = size_t(max_pass_rows(plan_passes(p))) * workspace_per_row(p) +
+                size_t(p.batch) * p.heads_kv * p.n_k * 2 * sizeof(double) + threads * sizeof(double) +
                 kWorstCap * sizeof(Candidate) + sizeof(VerdictSums) + p.key_lengths.size() * sizeof(int64_t) +
                 p.dense_mask.size();
   return f;
@@ -139,16 +184,16 @@ DeviceFootprint oracle_footprint(const Problem& p, Recipe r) {
 
 namespace {
 
-// The device-side state of one judgement: masks, the reference, the budget.
+// The device-side state of one judgement: masks, the reference and budget of one pass, the verdict's
+// accumulators.
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax;
+      scale_a, key_vmax, key_vmin, sums, best, cand, count;
+  int vblocks = 0;
 };
 
-// The reference, then the budget once per way the basis leaves open (merged by the maximum).
-void reference_and_budget(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, Workspace& w,
-                          const Events& ev) {
+void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, int64_t pass_rows, Workspace& w) {
   w.s = shape_of(p, basis.options);
   Shape& s = w.s;
   s.q = t.q, s.k = t.k, s.v = t.v;
@@ -162,21 +207,31 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, const De
     check(cudaMemcpy(w.dense.ptr, p.dense_mask.data(), w.dense.bytes, cudaMemcpyHostToDevice), "dense mask");
     s.dense = w.dense.as<uint8_t>();
   }
-  const size_t no = p.o_size(), nl = p.lse_size();
+  const size_t no = size_t(pass_rows) * p.dv, nl = size_t(pass_rows);
   w.o_ref = DeviceBuffer(no * 8), w.o_err = DeviceBuffer(no * 8);
   w.lse_ref = DeviceBuffer(nl * 8), w.lse_err = DeviceBuffer(nl * 8);
   w.o_bound = DeviceBuffer(no * 8), w.o_bound_prob = DeviceBuffer(no * 8), w.scale_a = DeviceBuffer(no * 8);
   w.lse_bound = DeviceBuffer(nl * 8), w.lse_bound_prob = DeviceBuffer(nl * 8);
   w.key_vmax = DeviceBuffer(size_t(p.batch) * p.heads_kv * p.n_k * 8);
+  w.key_vmin = DeviceBuffer(size_t(p.batch) * p.heads_kv * p.n_k * 8);
+  w.sums = DeviceBuffer(sizeof(VerdictSums));
+  check(cudaMemset(w.sums.ptr, 0, sizeof(VerdictSums)), "memset");
+  w.vblocks = int(std::min<int64_t>(1024, (int64_t(no + nl) + 255) / 256));
+  w.best = DeviceBuffer(size_t(std::max(w.vblocks, 1)) * 256 * sizeof(double));
+  w.cand = DeviceBuffer(kWorstCap * sizeof(Candidate));
+  w.count = DeviceBuffer(sizeof(unsigned long long));
+}
+
+// One pass's reference, then its budget once per way the basis leaves open (merged by the maximum).
+void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspace& w, const Events& ev) {
+  const Shape& s = w.s;
   check(cudaEventRecord(ev.e[0]), "event");
-  check(launch_reference(s, ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
+  check(launch_reference(s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
                                          w.lse_err.as<double>()}),
         "reference kernel");
   check(cudaEventRecord(ev.e[1]), "event");
-
-  check(launch_key_vmax(s, w.key_vmax.as<double>()), "key_vmax kernel");
   const BudgetIn in{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(), w.lse_err.as<double>(),
-                    w.key_vmax.as<double>()};
+                    w.key_vmax.as<double>(), w.key_vmin.as<double>()};
   const BudgetOut out{w.o_bound.as<double>(), w.o_bound_prob.as<double>(), w.lse_bound.as<double>(),
                       w.lse_bound_prob.as<double>(), w.scale_a.as<double>()};
   bool first = true;
@@ -193,16 +248,53 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, const De
   check(cudaEventRecord(ev.e[2]), "event");
 }
 
-std::vector<double> download(const DeviceBuffer& d, size_t n) {
-  std::vector<double> x(n);
-  if (n) check(cudaMemcpy(x.data(), d.ptr, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
-  return x;
+// One pass's verdict into the accumulators, and its candidates for the worst list (the keep_worst-th
+// largest of the threads' largest error/bound is at most the pass's true keep_worst-th largest, so every
+// element of the pass's worst keep_worst is collected).
+void verdict_pass(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, Workspace& w,
+                  size_t keep_worst, std::vector<Candidate>& worst) {
+  const Shape& s = w.s;
+  const FormatSpec& of = spec(recipe_spec(basis.options.recipe).output);
+  const VerdictIn vin{t.o, t.lse, w.o_ref.as<double>(), w.lse_ref.as<double>(), w.o_bound.as<double>(),
+                      w.o_bound_prob.as<double>(), w.lse_bound.as<double>(), w.scale_a.as<double>(),
+                      {of.precision, of.emin, of.emax, of.has_inf, of.max_finite}};
+  const int vblocks = int(std::min<int64_t>(w.vblocks, (s.pass_rows * (p.dv + 1) + 255) / 256));
+  check(launch_verdict(s, vin, w.sums.as<VerdictSums>(), w.best.as<double>(), vblocks), "verdict kernel");
+  if (keep_worst == 0) return;
+  std::vector<double> bests(size_t(vblocks) * 256);
+  check(cudaMemcpy(bests.data(), w.best.ptr, bests.size() * sizeof(double), cudaMemcpyDeviceToHost), "verdict");
+  std::sort(bests.begin(), bests.end(), std::greater<double>());
+  const double threshold = std::max(0.0, bests[std::min(bests.size(), keep_worst) - 1]);
+  check(cudaMemset(w.count.ptr, 0, sizeof(unsigned long long)), "memset");
+  check(launch_worst(s, vin, threshold, w.cand.as<Candidate>(), w.count.as<unsigned long long>(), kWorstCap, vblocks),
+        "worst kernel");
+  unsigned long long n_cand = 0;
+  check(cudaMemcpy(&n_cand, w.count.ptr, sizeof n_cand, cudaMemcpyDeviceToHost), "worst count");
+  const size_t at = worst.size();
+  worst.resize(at + std::min<unsigned long long>(n_cand, kWorstCap));
+  if (worst.size() > at)
+    check(cudaMemcpy(worst.data() + at, w.cand.ptr, (worst.size() - at) * sizeof(Candidate), cudaMemcpyDeviceToHost),
+          "worst");
+  std::sort(worst.begin(), worst.end(), [](const Candidate& a, const Candidate& b) {
+    return a.ratio != b.ratio ? a.ratio > b.ratio : a.index < b.index;
+  });
+  if (worst.size() > keep_worst) worst.resize(keep_worst);
+}
+
+void download(const DeviceBuffer& d, size_t n, std::vector<double>& into, size_t at) {
+  if (n) check(cudaMemcpy(into.data() + at, d.ptr, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
 }
 
 Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, size_t keep_worst, Arrays* arrays) {
   p.validate();
-  if (p.dv > 32 * kCols)
-    throw std::invalid_argument("GPU oracle: dv = " + std::to_string(p.dv) + " exceeds " + std::to_string(32 * kCols));
+  // Scope: the staged chunks and per-row buffers are sized for these (docs/gpu-oracle.md); wider problems
+  // go to the CPU oracle.
+  if (p.d > kMaxHeadDim || p.dv > kMaxHeadDim)
+    throw std::invalid_argument("GPU oracle: d = " + std::to_string(p.d) + ", dv = " + std::to_string(p.dv) +
+                                ": head dims up to " + std::to_string(kMaxHeadDim) + " only");
+  if (basis.tile_n > kMaxStep)
+    throw std::invalid_argument("GPU oracle: a softmax step of " + std::to_string(basis.tile_n) + " keys: up to " +
+                                std::to_string(kMaxStep) + " only");
   std::string why;
   if (!oracle_available(&why)) throw std::runtime_error("GPU oracle: " + why);
   // Refuse before allocating anything when the workspace does not fit.
@@ -215,41 +307,53 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
                              " MiB are free");
   Verdict result;
   result.timing.peak_device_bytes = need.workspace;
-  Events ev;
+  const std::vector<Pass> passes = plan_passes(p);
   Workspace w;
-  reference_and_budget(p, basis, t, w, ev);
-  const Shape& s = w.s;
-  const size_t no = p.o_size(), nl = p.lse_size();
-
-  // The verdict.
-  const FormatSpec& of = spec(recipe_spec(basis.options.recipe).output);
-  const VerdictIn vin{t.o, t.lse, w.o_ref.as<double>(), w.lse_ref.as<double>(), w.o_bound.as<double>(),
-                      w.o_bound_prob.as<double>(), w.lse_bound.as<double>(), w.scale_a.as<double>(),
-                      {of.precision, of.emin, of.emax, of.has_inf, of.max_finite}};
-  DeviceBuffer sums(sizeof(VerdictSums));
-  check(cudaMemset(sums.ptr, 0, sizeof(VerdictSums)), "memset");
-  const int vblocks = int(std::min<int64_t>(1024, (int64_t(no + nl) + 255) / 256));
-  DeviceBuffer best(size_t(vblocks) * 256 * sizeof(double));
-  check(launch_verdict(s, vin, sums.as<VerdictSums>(), best.as<double>(), vblocks), "verdict kernel");
-  std::vector<double> bests(size_t(vblocks) * 256);
-  check(cudaMemcpy(bests.data(), best.ptr, best.bytes, cudaMemcpyDeviceToHost), "verdict");
-  DeviceBuffer cand(kWorstCap * sizeof(Candidate)), count(sizeof(unsigned long long));
-  check(cudaMemset(count.ptr, 0, sizeof(unsigned long long)), "memset");
-  if (keep_worst > 0) {
-    // The keep_worst-th largest of the threads' largest error/bound: at most the true keep_worst-th largest.
-    std::sort(bests.begin(), bests.end(), std::greater<double>());
-    const double threshold = std::max(0.0, bests[std::min(bests.size(), keep_worst) - 1]);
-    check(launch_worst(s, vin, threshold, cand.as<Candidate>(), count.as<unsigned long long>(), kWorstCap, vblocks),
-          "worst kernel");
+  allocate(p, basis, t, max_pass_rows(passes), w);
+  Events ev;
+  check(cudaEventRecord(ev.e[0]), "event");
+  check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
+  check(cudaEventRecord(ev.e[1]), "event");
+  check(cudaEventSynchronize(ev.e[1]), "synchronize");
+  result.timing.budget_s += ev.ms(0, 1) / 1e3;
+  if (arrays) {
+    arrays->ref.out.o.assign(p.o_size(), 0.0);
+    arrays->ref.o_error_bound.assign(p.o_size(), 0.0);
+    arrays->ref.out.lse.assign(p.lse_size(), 0.0);
+    arrays->ref.lse_error_bound.assign(p.lse_size(), 0.0);
+    arrays->budget.o_bound.assign(p.o_size(), 0.0);
+    arrays->budget.o_bound_probabilistic.assign(p.o_size(), 0.0);
+    arrays->budget.lse_bound.assign(p.lse_size(), 0.0);
+    arrays->budget.lse_bound_probabilistic.assign(p.lse_size(), 0.0);
+    arrays->budget.scale_a.assign(p.o_size(), 0.0);
+    arrays->budget.tile_n = basis.tile_n;
   }
-  check(cudaEventRecord(ev.e[3]), "event");
-  check(cudaEventSynchronize(ev.e[3]), "synchronize");
-  result.timing.reference_s = ev.ms(0, 1) / 1e3;
-  result.timing.budget_s = ev.ms(1, 2) / 1e3;
-  result.timing.verdict_s = ev.ms(2, 3) / 1e3;
+  std::vector<Candidate> worst;
+  for (const Pass& pass : passes) {
+    w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
+    reference_and_budget(p, basis, w, ev);
+    verdict_pass(p, basis, t, w, keep_worst, worst);
+    check(cudaEventRecord(ev.e[3]), "event");
+    check(cudaEventSynchronize(ev.e[3]), "synchronize");
+    result.timing.reference_s += ev.ms(0, 1) / 1e3;
+    result.timing.budget_s += ev.ms(1, 2) / 1e3;
+    result.timing.verdict_s += ev.ms(2, 3) / 1e3;
+    if (arrays) {
+      const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
+      download(w.o_ref, no, arrays->ref.out.o, o_at);
+      download(w.o_err, no, arrays->ref.o_error_bound, o_at);
+      download(w.lse_ref, size_t(pass.rows), arrays->ref.out.lse, at);
+      download(w.lse_err, size_t(pass.rows), arrays->ref.lse_error_bound, at);
+      download(w.o_bound, no, arrays->budget.o_bound, o_at);
+      download(w.o_bound_prob, no, arrays->budget.o_bound_probabilistic, o_at);
+      download(w.lse_bound, size_t(pass.rows), arrays->budget.lse_bound, at);
+      download(w.lse_bound_prob, size_t(pass.rows), arrays->budget.lse_bound_probabilistic, at);
+      download(w.scale_a, no, arrays->budget.scale_a, o_at);
+    }
+  }
 
   VerdictSums h{};
-  check(cudaMemcpy(&h, sums.ptr, sizeof h, cudaMemcpyDeviceToHost), "verdict sums");
+  check(cudaMemcpy(&h, w.sums.ptr, sizeof h, cudaMemcpyDeviceToHost), "verdict sums");
   auto bits = [](unsigned long long b) {
     double x;
     std::memcpy(&x, &b, sizeof x);
@@ -263,30 +367,8 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   v.max_scaled_ulps = bits(h.max_scaled_ulps), v.max_abs_error = bits(h.max_abs_error);
   v.max_lse_ratio = bits(h.max_lse_ratio);
   result.ratio_histogram.assign(h.histogram, h.histogram + verdict::kHistSize);
-  if (keep_worst > 0) {
-    unsigned long long n_cand = 0;
-    check(cudaMemcpy(&n_cand, count.ptr, sizeof n_cand, cudaMemcpyDeviceToHost), "worst count");
-    std::vector<Candidate> c(std::min<unsigned long long>(n_cand, kWorstCap));
-    if (!c.empty()) check(cudaMemcpy(c.data(), cand.ptr, c.size() * sizeof(Candidate), cudaMemcpyDeviceToHost), "worst");
-    std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
-      return a.ratio != b.ratio ? a.ratio > b.ratio : a.index < b.index;
-    });
-    for (size_t x = 0; x < c.size() && x < keep_worst; ++x)
-      v.worst.push_back({size_t(c[x].index), c[x].is_lse != 0, c[x].got, c[x].want, c[x].err, c[x].bound,
-                         c[x].scaled_ulps});
-  }
-  if (arrays) {
-    arrays->ref.out.o = download(w.o_ref, no);
-    arrays->ref.o_error_bound = download(w.o_err, no);
-    arrays->ref.out.lse = download(w.lse_ref, nl);
-    arrays->ref.lse_error_bound = download(w.lse_err, nl);
-    arrays->budget.o_bound = download(w.o_bound, no);
-    arrays->budget.o_bound_probabilistic = download(w.o_bound_prob, no);
-    arrays->budget.lse_bound = download(w.lse_bound, nl);
-    arrays->budget.lse_bound_probabilistic = download(w.lse_bound_prob, nl);
-    arrays->budget.scale_a = download(w.scale_a, no);
-    arrays->budget.tile_n = basis.tile_n;
-  }
+  for (const Candidate& c : worst)
+    v.worst.push_back({size_t(c.index), c.is_lse != 0, c.got, c.want, c.err, c.bound, c.scaled_ulps});
   return result;
 }
 

@@ -1,5 +1,5 @@
 // Device side of the GPU oracle: reading the inputs' storage formats, the problem's visibility and
-// offsets, the row a warp owns, and warp reductions.
+// offsets, the rows a block owns and the key chunks it stages, and warp reductions.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,22 +47,120 @@ __device__ __forceinline__ int64_t v_base(const Shape& s, int b, int hk, int64_t
   return ((int64_t(b) * s.heads_kv + hk) * s.n_k + j) * s.dv;
 }
 
-// The row a warp owns: (b, h, i) of row index r in BHN order.
-struct Row {
-  int b, h, hk;
-  int64_t i, r, len;
+// A block owns rows_per_block consecutive query rows of one (batch, head), a warp each, and stages the
+// key chunks they all read in shared memory as doubles (float64 loads from shared memory cost what a
+// float load does; a float -> double conversion per use would cost four fp64 operations): K transposed
+// (kT[c * kPitch + t], lane t reads key t, 32 consecutive doubles) and V row-major (vS[t * dv + c], lane c
+// reads column c).
+inline constexpr int kChunk = 32;
+inline constexpr int kPitch = kChunk + 1;  // staging writes (consecutive c) spread over the banks
+
+// Shared-memory regions start on 16-byte boundaries.
+__host__ __device__ constexpr size_t smem_align(size_t bytes) { return (bytes + 15) / 16 * 16; }
+__host__ __device__ constexpr size_t staged_k_bytes(int d) { return smem_align(sizeof(double) * size_t(d) * kPitch); }
+__host__ __device__ constexpr size_t staged_v_bytes(int dv) { return smem_align(sizeof(double) * size_t(kChunk) * dv); }
+
+struct BlockRows {
+  int b, h, hk, rows;
+  int64_t i0, len;   // the first row's index, the batch's key length
+  int64_t lo, hi;    // the union of the rows' key ranges (window and key length)
+  int64_t r0;        // the first row's index in BHN order
 };
-__device__ __forceinline__ Row row_of(const Shape& s, int64_t r) {
-  Row w;
-  w.r = r;
-  w.i = r % s.n_q;
-  const int64_t bh = r / s.n_q;
-  w.h = int(bh % s.heads_q);
-  w.b = int(bh / s.heads_q);
-  w.hk = w.h / s.group;
-  w.len = key_length(s, w.b);
-  return w;
+
+// Keys [lo, hi) that query i may see under the window and the key length (the dense mask is per key).
+__device__ __forceinline__ void row_key_range(const Shape& s, int64_t i, int64_t len, int64_t& lo, int64_t& hi) {
+  lo = 0, hi = len;
+  if (s.window_active) {
+    const int64_t off = s.bottom_right ? len - s.n_q : 0;
+    if (s.left >= 0) lo = max(lo, i + off - s.left);
+    if (s.right >= 0) hi = min(hi, i + off + s.right + 1);
+  }
+  if (hi < lo) hi = lo;
 }
+
+__device__ __forceinline__ BlockRows block_rows(const Shape& s) {
+  const int64_t per_head = s.blocks_per_head(), g = s.block0 + blockIdx.x;
+  const int64_t bh = g / per_head;
+  BlockRows br;
+  br.rows = s.rows_per_block;
+  br.h = int(bh % s.heads_q);
+  br.b = int(bh / s.heads_q);
+  br.hk = br.h / s.group;
+  br.i0 = (g % per_head) * br.rows;
+  br.r0 = bh * s.n_q + br.i0;
+  br.len = key_length(s, br.b);
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  const int64_t last = min(br.i0 + br.rows, s.n_q) - 1;
+  row_key_range(s, br.i0, br.len, lo_first, hi_first);
+  row_key_range(s, last, br.len, lo_last, hi_last);
+  br.lo = min(lo_first, lo_last);  // both ends move monotonically with i
+  br.hi = max(hi_first, hi_last);
+  return br;
+}
+
+// A stored element as a double, the format known at compile time.
+template <Storage S>
+__device__ __forceinline__ double load_as(const void* base, int64_t idx) {
+  if constexpr (S == Storage::f32) return static_cast<double>(static_cast<const float*>(base)[idx]);
+  else if constexpr (S == Storage::f16)
+    return static_cast<double>(__half2float(__ushort_as_half(static_cast<const uint16_t*>(base)[idx])));
+  else if constexpr (S == Storage::bf16)
+    return static_cast<double>(__uint_as_float(uint32_t(static_cast<const uint16_t*>(base)[idx]) << 16));
+  else return load_stored(S, base, idx);
+}
+
+// Copies n rows of `width` stored elements from src (row-major from element `base`) into shared memory,
+// element (t, c) to dst[t * row_pitch + c * col_pitch], mapped by f; rows n..kChunk-1 get f(0). The
+// block's threads walk the elements in order, stepping (t, c) without a division per element, and issue
+// kStageBatch loads before the first store so that their latencies overlap.
+inline constexpr int kStageBatch = 8;
+template <Storage S, class F>
+__device__ __forceinline__ void stage_rows(const void* src, int64_t base, int width, int n, double* dst,
+                                           int row_pitch, int col_pitch, F f) {
+  const int step_t = blockDim.x / width, step_c = blockDim.x % width, total = kChunk * width;
+  int t = threadIdx.x / width, c = threadIdx.x % width;
+  for (int x0 = threadIdx.x; x0 < total; x0 += kStageBatch * blockDim.x) {
+    double v[kStageBatch];
+    int at[kStageBatch];
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+      const int x = x0 + k * int(blockDim.x);
+      at[k] = x < total ? t * row_pitch + c * col_pitch : -1;
+      v[k] = x < total && t < n ? load_as<S>(src, base + x) : 0.0;
+      t += step_t, c += step_c;
+      if (c >= width) c -= width, ++t;
+    }
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k)
+      if (at[k] >= 0) dst[at[k]] = f(v[k]);
+  }
+}
+template <class F>
+__device__ __forceinline__ void stage_rows_any(Storage st, const void* src, int64_t base, int width, int n,
+                                               double* dst, int row_pitch, int col_pitch, F f) {
+  switch (st) {
+    case Storage::f32: return stage_rows<Storage::f32>(src, base, width, n, dst, row_pitch, col_pitch, f);
+    case Storage::f16: return stage_rows<Storage::f16>(src, base, width, n, dst, row_pitch, col_pitch, f);
+    case Storage::bf16: return stage_rows<Storage::bf16>(src, base, width, n, dst, row_pitch, col_pitch, f);
+    case Storage::e4m3: return stage_rows<Storage::e4m3>(src, base, width, n, dst, row_pitch, col_pitch, f);
+    default: return stage_rows<Storage::e5m2>(src, base, width, n, dst, row_pitch, col_pitch, f);
+  }
+}
+
+// Cooperative staging of keys [j0, j0 + n) (n <= kChunk) of (b, hk), each stored value mapped by f; the
+// caller synchronises. Keys past n stage as f(0).
+template <class F>
+__device__ __forceinline__ void stage_k(const Shape& s, const BlockRows& br, int64_t j0, int n, double* kT, F f) {
+  stage_rows_any(s.in, s.k, k_base(s, br.b, br.hk, j0), s.d, n, kT, 1, kPitch, f);
+}
+template <class F>
+__device__ __forceinline__ void stage_v(const Shape& s, const BlockRows& br, int64_t j0, int n, double* vS, F f) {
+  stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, n, vS, s.dv, 1, f);
+}
+
+// The first chunk start at or below key lo: chunks start at multiples of kChunk, so that a chunk never
+// straddles a softmax step that is a multiple of kChunk keys wide.
+__device__ __forceinline__ int64_t chunk_floor(int64_t lo) { return lo / kChunk * kChunk; }
 
 __device__ __forceinline__ double warp_sum(double x) {
   for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);

@@ -7,28 +7,73 @@
 namespace fc::gpu::detail {
 
 namespace {
-constexpr int kWarps = 4;  // rows per block (a warp each)
-unsigned grid_for(int64_t rows) { return unsigned((rows + kWarps - 1) / kWarps); }
+
+size_t max_smem() {
+  int dev = 0, bytes = 48 << 10;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return size_t(bytes);
+}
+
+// The most rows per block (8, 4, 2, 1: they divide the passes' 8-row alignment) whose shared memory fits.
+template <class Bytes>
+int fitting_rows(Bytes bytes) {
+  for (int rows = kMaxRowsPerBlock; rows >= 1; rows /= 2)
+    if (bytes(rows) <= max_smem()) return rows;
+  return 0;
+}
+
+// The budget stages K's r_operand beside K when that still leaves room for a full block of rows.
+bool budget_stages_k2(int d, int dv) { return budget_smem(d, dv, kMaxRowsPerBlock, true) <= max_smem(); }
+
+// The pass's rows [row0, row0 + pass_rows) as blocks of `rows` rows: block0 and the grid size. Passes
+// start at a multiple of kMaxRowsPerBlock rows of a (batch, head) and end at one or at a head's end.
+unsigned place_pass(Shape& s, int rows) {
+  s.rows_per_block = rows;
+  const int64_t per_head = s.blocks_per_head();
+  const int64_t end = s.row0 + s.pass_rows;
+  s.block0 = (s.row0 / s.n_q) * per_head + (s.row0 % s.n_q) / rows;
+  const int64_t block_end = (end / s.n_q) * per_head + (end % s.n_q + rows - 1) / rows;
+  return unsigned(block_end - s.block0);
+}
+
 }  // namespace
 
-cudaError_t launch_reference(const Shape& s, const ReferenceOut& out) {
-  const size_t smem = size_t(kWarps) * (s.d + 64) * sizeof(double);
+int reference_rows_per_block(int d, int dv) {
+  return fitting_rows([&](int rows) { return reference_smem(d, dv, rows); });
+}
+int budget_rows_per_block(int d, int dv) {
+  const bool staged = budget_stages_k2(d, dv);
+  return fitting_rows([&](int rows) { return budget_smem(d, dv, rows, staged); });
+}
+
+cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out) {
+  Shape s = pass;
+  const int rows = reference_rows_per_block(s.d, s.dv);
+  if (rows == 0) return cudaErrorInvalidConfiguration;
+  const unsigned blocks = place_pass(s, rows);
+  const size_t smem = reference_smem(s.d, s.dv, rows);
   const cudaError_t e = cudaFuncSetAttribute(reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
-  reference_kernel<<<grid_for(s.rows()), 32 * kWarps, smem>>>(s, out);
+  reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out);
   return cudaGetLastError();
 }
 
-cudaError_t launch_key_vmax(const Shape& s, double* key_vmax) {
-  key_vmax_kernel<<<1024, 256>>>(s, key_vmax);
+cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin) {
+  key_v_range_kernel<<<1024, 256>>>(s, key_vmax, key_vmin);
   return cudaGetLastError();
 }
 
-cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out) {
-  const size_t smem = size_t(kWarps) * budget_smem_per_warp(s.d);
-  const cudaError_t e = cudaFuncSetAttribute(budget_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out) {
+  Shape s = pass;
+  const int rows = budget_rows_per_block(s.d, s.dv);
+  if (rows == 0) return cudaErrorInvalidConfiguration;
+  const unsigned blocks = place_pass(s, rows);
+  const bool staged = budget_stages_k2(s.d, s.dv);
+  const size_t smem = budget_smem(s.d, s.dv, rows, staged);
+  auto kernel = staged ? budget_kernel<true> : budget_kernel<false>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
-  budget_kernel<<<grid_for(s.rows()), 32 * kWarps, smem>>>(s, bp, in, out);
+  kernel<<<blocks, 32 * rows, smem>>>(s, bp, in, out);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,9 @@
 // What the GPU oracle's host code (gpu_oracle.cpp, C++20) hands its kernels (oracle_kernels.cu, C++17):
 // plain structs and the launch functions. The problem travels as plain numbers; one warp owns one query
-// row in every kernel, so a row's sums run in a fixed order whatever the launch shape.
+// row in the reference and budget kernels, so a row's sums run in a fixed order whatever the launch shape.
+// The rows are judged in passes (contiguous ranges of row blocks) so that the oracle's per-element
+// workspace stays bounded whatever the problem's size; workspace arrays are indexed from the pass's
+// first row, the subject's tensors by the global row.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,14 +30,24 @@ struct Shape {
   const void *q, *k, *v;
   double qd, kd, vd;           // descales (fp8), else 1: true value = stored * descale
   double scale;                // the problem's effective scale
+  // This pass: row blocks [block0, block0 + gridDim.x) of rows_per_block rows of one (batch, head) each,
+  // which cover rows [row0, row0 + pass_rows).
+  int rows_per_block;
+  int64_t block0, row0, pass_rows;
 
   FC_HOST_DEVICE int64_t rows() const { return int64_t(batch) * heads_q * n_q; }
+  FC_HOST_DEVICE int64_t blocks_per_head() const { return (n_q + rows_per_block - 1) / rows_per_block; }
 };
 
+// The oracle's scope: head dims up to kMaxHeadDim, softmax steps (budget tile widths) up to kMaxStep.
+inline constexpr int kMaxHeadDim = 256;
+inline constexpr int kMaxStep = 128;
 // Columns each lane owns in the reference's per-column phase (dv <= 32 kCols), and in one column group
 // of the budget's (dv > 32 kBudgetCols runs the budget's third sweep once per group).
-inline constexpr int kCols = 16;
+inline constexpr int kCols = kMaxHeadDim / 32;
 inline constexpr int kBudgetCols = 4;
+// Rows per block at most (a warp each); fewer where the staged chunks would not fit in shared memory.
+inline constexpr int kMaxRowsPerBlock = 8;
 
 struct ReferenceOut {
   double *o, *o_err, *lse, *lse_err;  // [rows * dv], [rows * dv], [rows], [rows]
@@ -52,7 +65,8 @@ struct BudgetParams {
 };
 struct BudgetIn {
   const double *o_ref, *o_err, *lse_ref, *lse_err;
-  const double* key_vmax;  // [B * Hkv * Nk]: max over columns of |V| in stored units
+  // [B * Hkv * Nk]: max and min over columns of |V| in stored units (launch_key_v_range)
+  const double *key_vmax, *key_vmin;
 };
 struct BudgetOut {
   double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
@@ -78,8 +92,14 @@ struct Candidate {
 };
 
 // Launches (oracle_kernels.cu); each returns the launch's error.
-cudaError_t launch_reference(const Shape& s, const ReferenceOut& out);
-cudaError_t launch_key_vmax(const Shape& s, double* key_vmax);
+// Rows per block of the reference and the budget kernels at these head dims on this device (0: they do
+// not fit in its shared memory).
+int reference_rows_per_block(int d, int dv);
+int budget_rows_per_block(int d, int dv);
+// Launches (oracle_kernels.cu) over the pass that s describes (s.rows_per_block must be the kernel's);
+// each returns the launch's error.
+cudaError_t launch_reference(const Shape& s, const double* key_vmax, const ReferenceOut& out);
+cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
 cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out);
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);
 cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,

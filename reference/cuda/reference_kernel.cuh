@@ -5,9 +5,9 @@
 // double precision), like glibc's, and the sums add gamma_n in any order. So the same bound holds:
 // the formulas below are exact_attention_f64's.
 //
-// One warp per query row, two sweeps over the keys: the maximum score, then the weights, l and the
-// accumulators. Keys go in chunks of 32 (a lane each) for the scores; the chunk's weights then feed the
-// columns (a lane per column, coalesced V reads).
+// A block owns rows_per_block rows (a warp each) and stages each chunk of 32 keys in shared memory (K
+// transposed, V row-major, as doubles). Two sweeps: the maximum score, then the weights (a lane per key) feeding
+// l and the accumulators (a lane per column).
 #pragma once
 
 #include "reference/cuda/oracle_common.cuh"
@@ -19,29 +19,51 @@ __device__ __forceinline__ double gamma53(double n) {
   return n * u / (1.0 - n * u);
 }
 
-// Shared memory: warps * (d + 64) doubles (the row's Q, the chunk's weights and visibility).
-__global__ void reference_kernel(Shape s, ReferenceOut out) {
-  extern __shared__ double smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int64_t r = int64_t(blockIdx.x) * warps + warp;
-  if (r >= s.rows()) return;
-  double* q = smem + size_t(warp) * (s.d + 64);
-  double* wbuf = q + s.d;
-  const Row row = row_of(s, r);
-  const int64_t qb = q_base(s, row.b, row.h, row.i);
-  for (int c = lane; c < s.d; c += 32) q[c] = load_stored(s.in, s.q, qb + c) * s.qd;
-  __syncwarp();
-  const double u = 0x1p-53, inf = HUGE_VAL;
+// Shared memory: the staged K and V chunks (true values: stored * descale), then per warp its row's Q and
+// the chunk's weights.
+__host__ __device__ constexpr size_t reference_warp_bytes(int d) { return smem_align(sizeof(double) * (size_t(d) + kChunk)); }
+__host__ __device__ constexpr size_t reference_smem(int d, int dv, int rows) {
+  return staged_k_bytes(d) + staged_v_bytes(dv) + size_t(rows) * reference_warp_bytes(d);
+}
 
-  auto dot = [&](int64_t j, double* abs_dot) {
-    const int64_t kb = k_base(s, row.b, row.hk, j);
+// Two blocks per SM (at most 128 registers): the staging's latency hides behind the other block.
+__global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
+    reference_kernel(Shape s, const double* key_vmax, ReferenceOut out) {
+  extern __shared__ double smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const BlockRows br = block_rows(s);
+  unsigned char* base = reinterpret_cast<unsigned char*>(smem);
+  double* kT = reinterpret_cast<double*>(base);
+  double* vS = reinterpret_cast<double*>(base + staged_k_bytes(s.d));
+  double* q = reinterpret_cast<double*>(base + staged_k_bytes(s.d) + staged_v_bytes(s.dv) +
+                                        size_t(warp) * reference_warp_bytes(s.d));
+  double* wbuf = q + s.d;
+  const int64_t i = br.i0 + warp;
+  const bool active = i < s.n_q;
+  const int64_t r = br.r0 + warp, lr = r - s.row0;  // global row, row in this pass's workspace
+  int64_t lo = 0, hi = 0;
+  if (active) {
+    row_key_range(s, i, br.len, lo, hi);
+    const int64_t qb = q_base(s, br.b, br.h, i);
+    for (int c = lane; c < s.d; c += 32) q[c] = load_stored(s.in, s.q, qb + c) * s.qd;
+  }
+  const double kd = s.kd, vd = s.vd;
+  auto k_value = [kd](double x) { return x * kd; };
+  auto v_value = [vd](double x) { return x * vd; };
+  const double u = 0x1p-53, inf = HUGE_VAL;
+  auto dot = [&](int t) {  // the score's dot of key t of the staged chunk
+    double acc = 0;
+    for (int c = 0; c < s.d; ++c) acc = fma(q[c], kT[c * kPitch + t], acc);
+    return acc;
+  };
+  auto dot_abs = [&](int t, double& abs_dot) {
     double acc = 0, acc_abs = 0;
     for (int c = 0; c < s.d; ++c) {
-      const double kv = load_stored(s.in, s.k, kb + c) * s.kd;
-      acc = fma(q[c], kv, acc);
-      acc_abs = fma(fabs(q[c]), fabs(kv), acc_abs);
+      const double qc = q[c], kc = kT[c * kPitch + t];
+      acc = fma(qc, kc, acc);
+      acc_abs = fma(fabs(qc), fabs(kc), acc_abs);
     }
-    if (abs_dot) *abs_dot = acc_abs;
+    abs_dot = acc_abs;
     return acc;
   };
 
@@ -49,66 +71,80 @@ __global__ void reference_kernel(Shape s, ReferenceOut out) {
   double m = -inf;
   bool nan_score = false;
   int64_t n = 0;
-  for (int64_t j = lane; j < s.n_k; j += 32) {
-    if (!visible(s, row.i, j, row.len)) continue;
-    const double sc = s.scale * dot(j, nullptr);
-    ++n;
-    if (sc != sc) nan_score = true;
-    else m = fmax(m, sc);
+  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+    const int nc = int(min(int64_t(kChunk), br.hi - j0));
+    __syncthreads();
+    stage_k(s, br, j0, nc, kT, k_value);
+    __syncthreads();
+    const int64_t j = j0 + lane;
+    if (active && lane < nc && j >= lo && j < hi && visible(s, i, j, br.len)) {
+      const double sc = s.scale * dot(lane);
+      ++n;
+      if (sc != sc) nan_score = true;
+      else m = fmax(m, sc);
+    }
   }
   m = warp_max(m);
   n = warp_sum_i(n);
   nan_score = __any_sync(0xffffffffu, nan_score);
-  const int64_t o0 = r * s.dv;
-  if (nan_score || n == 0) {
+  const int64_t o0 = lr * s.dv;
+  const bool done = !active || nan_score || n == 0;
+  if (active && done) {
     for (int c = lane; c < s.dv; c += 32) {
       out.o[o0 + c] = nan_score ? nan("") : 0.0;
       out.o_err[o0 + c] = 0.0;
     }
     if (lane == 0) {
-      out.lse[r] = nan_score ? nan("") : -inf;
-      out.lse_err[r] = 0.0;
+      out.lse[lr] = nan_score ? nan("") : -inf;
+      out.lse_err[lr] = 0.0;
     }
-    return;
   }
+  if (__syncthreads_and(done)) return;
 
   // Sweep 2: weights, l, a and the absolute accumulator, chunk by chunk.
-  double l = 0, eta_max = 0, v_max = 0;
+  double l = 0, eta_max = 0, v_max = 0;  // v_max in stored units
+  const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   double a[kCols], abs_a[kCols];
   for (int t = 0; t < kCols; ++t) a[t] = abs_a[t] = 0;
   const double g_d = gamma53(double(s.d) + 1) * fabs(s.scale);
-  for (int64_t j0 = 0; j0 < s.n_k; j0 += 32) {
+  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+    const int nc = int(min(int64_t(kChunk), br.hi - j0));
+    __syncthreads();
+    stage_k(s, br, j0, nc, kT, k_value);
+    stage_v(s, br, j0, nc, vS, v_value);
+    __syncthreads();
+    if (done) continue;
     const int64_t j = j0 + lane;
-    const bool vis = j < s.n_k && visible(s, row.i, j, row.len);
+    const bool vis = lane < nc && j >= lo && j < hi && visible(s, i, j, br.len);
     double w = 0;
     if (vis) {
       double ad;
-      const double x = s.scale * dot(j, &ad) - m;
+      const double x = s.scale * dot_abs(lane, ad) - m;
       eta_max = fmax(eta_max, g_d * ad + u * fabs(x) + 2.01 * u);
       w = exp(x);
       l += w;
+      v_max = fmax(v_max, key_vmax[kv0 + j]);
     }
     const unsigned visible_lanes = __ballot_sync(0xffffffffu, vis);
     wbuf[lane] = w;
     __syncwarp();
-    for (int t = 0; t < 32; ++t) {
+    for (int t = 0; t < nc; ++t) {
       if (!(visible_lanes >> t & 1u)) continue;
       const double wt = wbuf[t];
-      const int64_t vb = v_base(s, row.b, row.hk, j0 + t);
       for (int cc = 0; cc < kCols; ++cc) {
         const int c = lane + 32 * cc;
         if (c >= s.dv) break;
-        const double val = load_stored(s.in, s.v, vb + c) * s.vd;
+        const double val = vS[t * s.dv + c];
         a[cc] = fma(wt, val, a[cc]);
         abs_a[cc] = fma(wt, fabs(val), abs_a[cc]);
-        v_max = fmax(v_max, fabs(val));
       }
     }
     __syncwarp();
   }
+  if (done) return;
   l = warp_sum(l);
   eta_max = warp_max(eta_max);
-  v_max = warp_max(v_max);
+  v_max = warp_max(v_max) * fabs(s.vd);  // exact: the largest |V| of the visible keys
   // exp results in double's subnormal range carry an absolute, not relative, error.
   const double underflow = 2 * double(n) * 0x1p-1074 * v_max / l;
   const double e = exp(eta_max), g = gamma53(double(n) + 2);
@@ -123,8 +159,8 @@ __global__ void reference_kernel(Shape s, ReferenceOut out) {
   }
   if (lane == 0) {
     const double lse = m + log(l);
-    out.lse[r] = lse;
-    out.lse_err[r] = 1.001 * (eta_max + g + 2 * u * fabs(log(l)) + u * fabs(lse));
+    out.lse[lr] = lse;
+    out.lse_err[lr] = 1.001 * (eta_max + g + 2 * u * fabs(log(l)) + u * fabs(lse));
   }
 }
 

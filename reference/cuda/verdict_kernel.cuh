@@ -15,10 +15,9 @@ __device__ __forceinline__ void atomic_max_pos(unsigned long long* at, double x)
   if (x > 0) atomicMax(at, static_cast<unsigned long long>(__double_as_longlong(x)));
 }
 
-__device__ __forceinline__ double got_o(const Shape& s, const void* o, int64_t idx) { return load_stored(s.out, o, idx); }
-
-// One O element or LSE row, as check_against_budget judges it: the element, and what the worst list
-// would note (error, bound).
+// One O element or LSE row of the pass, as check_against_budget judges it: the element, and what the
+// worst list would note (error, bound). idx and row count from the pass's first row (the workspace's
+// indexing); the subject's tensors are read at the global position.
 struct Judged {
   verdict::Element e;
   double got, want, noted_err, noted_bound;
@@ -28,7 +27,7 @@ __device__ __forceinline__ Judged judge_o_at(const Shape& s, const VerdictIn& in
   Judged j;
   const int64_t row = idx / s.dv;
   const bool empty_row = in.lse_ref[row] == -HUGE_VAL;
-  j.got = got_o(s, in.o, idx);
+  j.got = load_stored(s.out, in.o, s.row0 * s.dv + idx);
   j.want = in.o_ref[idx];
   const double bound = in.o_bound[idx];
   j.e = verdict::judge_o(j.got, j.want, bound, in.o_bound_prob[idx], in.scale_a[idx], empty_row, in.format);
@@ -37,10 +36,10 @@ __device__ __forceinline__ Judged judge_o_at(const Shape& s, const VerdictIn& in
   j.noted_bound = j.e.kind == verdict::Kind::violation ? (j.e.nan_mismatch ? bound : 0.0) : bound;
   return j;
 }
-__device__ __forceinline__ Judged judge_lse_at(const VerdictIn& in, int64_t row) {
+__device__ __forceinline__ Judged judge_lse_at(const Shape& s, const VerdictIn& in, int64_t row) {
   Judged j;
   const bool empty_row = in.lse_ref[row] == -HUGE_VAL;
-  j.got = in.lse[row];
+  j.got = in.lse[s.row0 + row];
   j.want = in.lse_ref[row];
   const double bound = in.lse_bound[row];
   j.e = verdict::judge_lse(j.got, j.want, bound, empty_row);
@@ -54,14 +53,14 @@ __device__ __forceinline__ Judged judge_lse_at(const VerdictIn& in, int64_t row)
 
 // Pass 1: the sums; each thread's largest noted error/bound into best[thread].
 __global__ void verdict_kernel(Shape s, VerdictIn in, VerdictSums* sums, double* best) {
-  const int64_t n_o = s.rows() * s.dv, n_lse = in.lse ? s.rows() : 0, total = n_o + n_lse;
+  const int64_t n_o = s.pass_rows * s.dv, n_lse = in.lse ? s.pass_rows : 0, total = n_o + n_lse;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   unsigned long long elements = 0, violations = 0, nan_mm = 0, lse_checked = 0, exceed = 0;
   double sum_ratio = 0, sum_su = 0, sum_sq = 0, max_ratio = 0, max_prob = 0, max_su = 0, max_abs = 0, max_lse = 0;
   double my_best = -1;
   for (int64_t x = tid; x < total; x += stride) {
     const bool is_lse = x >= n_o;
-    const Judged j = is_lse ? judge_lse_at(in, x - n_o) : judge_o_at(s, in, x);
+    const Judged j = is_lse ? judge_lse_at(s, in, x - n_o) : judge_o_at(s, in, x);
     if (j.noted) my_best = fmax(my_best, verdict::ratio(j.noted_err, j.noted_bound));
     if (j.e.kind == verdict::Kind::skip) continue;
     if (j.e.kind == verdict::Kind::violation) {
@@ -106,16 +105,16 @@ __global__ void verdict_kernel(Shape s, VerdictIn in, VerdictSums* sums, double*
 // Pass 2: every noted element whose error/bound reaches the threshold, up to `cap` of them.
 __global__ void worst_kernel(Shape s, VerdictIn in, double threshold, Candidate* out, unsigned long long* count,
                              unsigned long long cap) {
-  const int64_t n_o = s.rows() * s.dv, n_lse = in.lse ? s.rows() : 0, total = n_o + n_lse;
+  const int64_t n_o = s.pass_rows * s.dv, n_lse = in.lse ? s.pass_rows : 0, total = n_o + n_lse;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < total; x += int64_t(gridDim.x) * blockDim.x) {
     const bool is_lse = x >= n_o;
-    const Judged j = is_lse ? judge_lse_at(in, x - n_o) : judge_o_at(s, in, x);
+    const Judged j = is_lse ? judge_lse_at(s, in, x - n_o) : judge_o_at(s, in, x);
     if (!j.noted) continue;
     const double ratio = verdict::ratio(j.noted_err, j.noted_bound);
     if (!(ratio >= threshold)) continue;
     const unsigned long long at = atomicAdd(count, 1ull);
     if (at >= cap) continue;
-    out[at] = Candidate{ratio, is_lse ? x - n_o : x, is_lse ? 1 : 0, j.got, j.want, j.noted_err, j.noted_bound,
+    out[at] = Candidate{ratio, is_lse ? s.row0 + x - n_o : s.row0 * s.dv + x, is_lse ? 1 : 0, j.got, j.want, j.noted_err, j.noted_bound,
                         is_lse ? 0.0 : j.e.scaled_ulps};
   }
 }

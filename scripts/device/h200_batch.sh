@@ -4,7 +4,7 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_profile, torch_f64, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -97,6 +97,27 @@ if want oracle_scale; then
     step "oracle_${ob}_${oh}_${on}_${od}_${orc}_c${oc}" 300 "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
       --b "$ob" --h "$oh" --n "$on" --d "$od" --recipe "$orc" $cflag
   done
+fi
+if want torch_f64; then
+  # PyTorch's float64 math SDPA on the oracle's shapes (TORCH_F64_SHAPES: B:H:N:d:causal), for comparison.
+  for shape in ${TORCH_F64_SHAPES:-1:16:16384:128:0}; do
+    IFS=: read -r tb th tn td tc <<<"$shape"
+    cflag=""; [ "$tc" = 1 ] && cflag="--causal"
+    step "torch_f64_${tb}_${th}_${tn}_${td}_c${tc}" 120 python3 bench/torch_f64_reference.py --b "$tb" --h "$th" \
+      --n "$tn" --d "$td" $cflag
+  done
+fi
+if want oracle_profile; then
+  # Nsight Compute on the GPU oracle's reference and budget kernels at a small shape (B=1 H=4 N=4096 d=128
+  # bf16): details and per-instruction SASS counts come back as text.
+  step oracle_ncu 180 ncu --clock-control none --set full --import-source no -k regex:"reference_kernel|budget_kernel" \
+    -c 2 -f -o "$res/prof_oracle" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --b 1 --h 4 --n 4096 --d 128 \
+    --recipe bf16
+  if [ -f "$res/prof_oracle.ncu-rep" ]; then
+    ncu -i "$res/prof_oracle.ncu-rep" --page details --print-details all >"$res/ncu_details_oracle.txt" 2>&1
+    ncu -i "$res/prof_oracle.ncu-rep" --page source --csv --print-source sass >"$res/ncu_sass_oracle.csv" 2>&1
+    rm -f "$res/prof_oracle.ncu-rep"
+  fi
 fi
 if want fp8_ab && [ -x "$bin/ab/bench_fused_attention" ]; then
   # fp8 throughput of this build against another (AB_BENCH=path in prepare_carry.sh: bin/ab/), in the

@@ -1,6 +1,6 @@
 // The CPU reference judges the GPU oracle (reference/gpu_oracle.h). On random small problems of every
 // recipe, mask, GQA ratio, key length, dense mask and run option, with hostile values (NaN in Q, K or V,
-// subnormals), and on budgets with open choices (l convention, accumulation, step width, splits):
+// subnormals, zeros in V), and on budgets with open choices (l convention, accumulation, step width, splits):
 //   - the GPU's O and LSE agree with the CPU float64 reference within the sum of their certified bounds,
 //     and with the MPFR reference within the GPU's own bound, NaN exactly where the CPU has NaN;
 //   - the GPU's budget (bounds and the scale A) agrees with the CPU's to 1e-9 relative: the same terms
@@ -9,7 +9,9 @@
 // Skipped, visibly, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -44,6 +46,9 @@ void hostile(std::mt19937_64& rng, const Problem& p, AttentionInputs& in, const 
     const Format f = recipe_spec(o.recipe).input;
     const double descale = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2 ? o.k_descale : 1.0;
     for (int x = 0; x < 4; ++x) pick(in.k) = spec(f).min_subnormal() * (1 + x) * descale;
+  } else if (roll < 0.40) {  // zeros in V: columns count different keys and blocks (the budget's §3.9)
+    const int zeros = std::uniform_int_distribution<int>(1, 1 + int(in.v.size() / 4))(rng);
+    for (int x = 0; x < zeros; ++x) pick(in.v) = 0.0;
   }
   (void)p;
 }
@@ -100,16 +105,24 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
         ++mp_checked;
       }
     }
-    // The verdicts.
+    // The verdicts. Each side measures errors from its own reference, and the two references differ by
+    // up to the sum of their certified bounds: an error/bound moves by at most that sum over the bound.
+    double ref_slack = 0, lse_slack = 0;
+    for (size_t x = 0; x < p.o_size(); ++x)
+      if (budget.o_bound[x] > 0 && std::isfinite(budget.o_bound[x]))
+        ref_slack = std::max(ref_slack, (g.ref.o_error_bound[x] + ref.o_error_bound[x]) / budget.o_bound[x]);
+    for (size_t x = 0; x < p.lse_size(); ++x)
+      if (budget.lse_bound[x] > 0 && std::isfinite(budget.lse_bound[x]))
+        lse_slack = std::max(lse_slack, (g.ref.lse_error_bound[x] + ref.lse_error_bound[x]) / budget.lse_bound[x]);
     EXPECT_EQ(gv.verdict.elements, cpu.elements) << what;
     EXPECT_EQ(gv.verdict.violations, cpu.violations) << what;
     EXPECT_EQ(gv.verdict.nan_mismatches, cpu.nan_mismatches) << what;
     EXPECT_EQ(gv.verdict.lse_checked, cpu.lse_checked) << what;
-    EXPECT_NEAR(gv.verdict.max_ratio, cpu.max_ratio, 1e-6 * cpu.max_ratio + 1e-12) << what;
-    EXPECT_NEAR(gv.verdict.max_lse_ratio, cpu.max_lse_ratio, 1e-6 * cpu.max_lse_ratio + 1e-12) << what;
+    EXPECT_NEAR(gv.verdict.max_ratio, cpu.max_ratio, 1e-6 * cpu.max_ratio + ref_slack + 1e-12) << what;
+    EXPECT_NEAR(gv.verdict.max_lse_ratio, cpu.max_lse_ratio, 1e-6 * cpu.max_lse_ratio + lse_slack + 1e-12) << what;
     if (!cpu.worst.empty() && !gv.verdict.worst.empty() && std::isfinite(cpu.max_ratio) && cpu.worst.front().bound > 0) {
       EXPECT_NEAR(gv.verdict.worst.front().error / gv.verdict.worst.front().bound,
-                  cpu.worst.front().error / cpu.worst.front().bound, 1e-6) << what;
+                  cpu.worst.front().error / cpu.worst.front().bound, 1e-6 + ref_slack + lse_slack) << what;
     }
     if (HasFailure()) return;
   }
@@ -117,18 +130,61 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
             << " bounds against the CPU, " << mp_checked << " against MPFR\n";
 }
 
+// Passes: the same problems judged in passes of 8 rows give the same arrays, bit for bit (each row is
+// computed alone), and the same verdict.
+TEST(OracleAgreement, PassesDoNotChangeTheResult) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261202);
+  for (int n = 0; n < 60; ++n) {
+    const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
+    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
+    RunOptions o = c.options;
+    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
+    const Problem& p = c.problem;
+    EmulatedKernel emu;
+    const SubjectOutput out = emu.run(p, in, o);
+    const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
+    gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+    gpu::Arrays one, many;
+    const gpu::Verdict v1 = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &one);
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_PASS_BYTES", "1", 1), 0);
+    const gpu::Verdict vn = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &many);
+    unsetenv("FLASHCHECK_ORACLE_PASS_BYTES");
+    const std::string what = c.describe();
+    auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
+      ASSERT_EQ(a.size(), b.size()) << what << " " << name;
+      for (size_t x = 0; x < a.size(); ++x)
+        ASSERT_TRUE(a[x] == b[x] || (std::isnan(a[x]) && std::isnan(b[x]))) << what << " " << name << "[" << x << "]";
+    };
+    same(one.ref.out.o, many.ref.out.o, "O");
+    same(one.ref.out.lse, many.ref.out.lse, "LSE");
+    same(one.budget.o_bound, many.budget.o_bound, "bound");
+    same(one.budget.lse_bound, many.budget.lse_bound, "LSE bound");
+    EXPECT_EQ(v1.verdict.elements, vn.verdict.elements) << what;
+    EXPECT_EQ(v1.verdict.violations, vn.verdict.violations) << what;
+    EXPECT_EQ(v1.verdict.max_ratio, vn.verdict.max_ratio) << what;
+    EXPECT_EQ(v1.ratio_histogram, vn.ratio_histogram) << what;
+    ASSERT_EQ(v1.verdict.worst.size(), vn.verdict.worst.size()) << what;
+    for (size_t x = 0; x < v1.verdict.worst.size(); ++x) EXPECT_EQ(v1.verdict.worst[x].index, vn.verdict.worst[x].index) << what;
+    if (HasFailure()) return;
+  }
+}
+
 // Refusals: a problem whose workspace does not fit is refused with the size it needs, before anything is
 // allocated; a dv beyond the oracle's scope is refused by name.
 TEST(OracleAgreement, RefusesWhatDoesNotFitWithTheSize) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  // Rows go in passes of bounded workspace; the per-key range of |V| (2 B Hkv Nk doubles, 512 GiB here)
+  // does not.
   Problem p;
-  p.batch = 64, p.heads_q = 64, p.heads_kv = 64, p.n_q = 1 << 20, p.n_k = 16, p.d = p.dv = 128;
+  p.batch = 64, p.heads_q = 64, p.heads_kv = 64, p.n_q = 16, p.n_k = int64_t(1) << 26, p.d = p.dv = 128;
   gpu::BudgetRequest req;
   req.options.recipe = Recipe::bf16;
   try {
     gpu::judge_on_device(p, req, gpu::DeviceTensors{});
-    ADD_FAILURE() << "a 4 TiB workspace was not refused";
+    ADD_FAILURE() << "a 512 GiB workspace was not refused";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("MiB of device workspace"), std::string::npos) << e.what();
   }
