@@ -8,6 +8,8 @@
 #       one bench/sdpa_compare.py run's JSON (on the H200) -> docs/reports/throughput-h200.{md,png}
 #   bash scripts/docs_reports.sh pytorch DIR
 #       scripts/device/pytorch_sdpa_verdict.sh's output folder (on the H200) -> docs/reports/pytorch-sdpa-h200.md
+#   bash scripts/docs_reports.sh oracle-grid TABLE.md "MACHINE" "DATE"
+#       `oracle_scale --grid --markdown TABLE.md` (on the H200) -> docs/reports/oracle-grid-h200.md
 #
 # Each writes into a temporary folder and moves the result into place only when complete.
 set -euo pipefail
@@ -48,8 +50,29 @@ EOF
     mv "$dest/.pytorch-sdpa-h200.md.tmp" "$dest/pytorch-sdpa-h200.md"
     echo "docs_reports: wrote $dest/pytorch-sdpa-h200.md"
     ;;
+  oracle-grid)
+    [ $# -eq 4 ] && [ -f "$2" ] || { echo "usage: $0 oracle-grid TABLE.md MACHINE DATE" >&2; exit 2; }
+    rows=$(grep -c '^| [a-z]' "$2" || true)
+    {
+      echo "# Our kernel on the benchmark grid, judged by the GPU oracle"
+      echo
+      echo "Every shape of the benchmark grid (bench/sdpa_compare.py's: d 64/128/256, N 512 ... 16k, B = 16k/N,"
+      echo "H = 2048/d, causal and not) for $((rows - 1)) shapes: our CUDA kernel's output judged element by element against the"
+      echo "error budget of the plan it reported, by the GPU oracle (docs/gpu-oracle.md). Inputs N(0,1) rounded once to"
+      echo "the recipe's format (fp8: stored = value x 8), seed 1. \`kernel ms\` is one cold-started forward, not a"
+      echo "benchmark (docs/reports/throughput-h200.md has those); \`oracle s\` is the reference + budget + verdict"
+      echo "device time. Made on $3 on $4 with"
+      echo "\`oracle_scale --plugin libflashcheck_cuda_plugin.so --grid --markdown TABLE.md\` (run by"
+      echo "\`STEPS=oracle_grid bash scripts/device/h200_batch.sh\`); \`bash scripts/docs_reports.sh oracle-grid TABLE.md"
+      echo "MACHINE DATE\` regenerates this page."
+      echo
+      cat "$2"
+    } >"$dest/.oracle-grid-h200.md.tmp"
+    mv "$dest/.oracle-grid-h200.md.tmp" "$dest/oracle-grid-h200.md"
+    echo "docs_reports: wrote $dest/oracle-grid-h200.md"
+    ;;
   *)
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,14p' "$0" >&2
     exit 2
     ;;
 esac

@@ -4,7 +4,7 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, oracle_profile, torch_f64, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_grid, oracle_profile, torch_f64, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -90,13 +90,16 @@ if want fp8; then
 fi
 want oracle_agreement && step oracle_agreement 240 "$bin/oracle_agreement_test"
 if want oracle_scale; then
-  # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal ...).
+  # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal[:NK] ...).
   for shape in ${ORACLE_SHAPES:-1:16:16384:128:bf16:0}; do
-    IFS=: read -r ob oh on od orc oc <<<"$shape"
-    cflag=""; [ "$oc" = 1 ] && cflag="--causal"
-    step "oracle_${ob}_${oh}_${on}_${od}_${orc}_c${oc}" 300 "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
-      --b "$ob" --h "$oh" --n "$on" --d "$od" --recipe "$orc" $cflag
+    step "oracle_${shape//:/_}" "${ORACLE_SECONDS:-300}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
+      --shape "$shape"
   done
+fi
+if want oracle_grid; then
+  # Every shape of the benchmark grid judged by the GPU oracle (ORACLE_GRID_RECIPES), one table.
+  step oracle_grid "${ORACLE_GRID_SECONDS:-400}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --grid \
+    --recipes "${ORACLE_GRID_RECIPES:-fp16,bf16,e4m3,e5m2}" --markdown "$res/oracle_grid.md"
 fi
 if want torch_f64; then
   # PyTorch's float64 math SDPA on the oracle's shapes (TORCH_F64_SHAPES: B:H:N:d:causal), for comparison.
