@@ -17,7 +17,8 @@ set(FLASHCHECK_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashcheck CACHE S
 set(_fc_exported)
 foreach(_pair reference:flashcheck_reference distributions:flashcheck_distributions
               subject:flashcheck_subject emulation:flashcheck_emulation subjects:flashcheck_subjects
-              check:flashcheck_check fuzz:flashcheck_fuzz properties:flashcheck_properties
+              gpu_oracle:flashcheck_gpu_oracle check:flashcheck_check fuzz:flashcheck_fuzz
+              properties:flashcheck_properties
               flashcheck:flashcheck property_runner:flashcheck_property_runner)
   string(REPLACE ":" ";" _pair "${_pair}")
   list(GET _pair 0 _short)

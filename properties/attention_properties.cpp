@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "properties/check_pipeline.h"
+#include "properties/oracle.h"
 #include "reference/error_budget.h"
 
 namespace fc {
@@ -183,7 +184,7 @@ PropertyResult agree_within_budgets(Subject& s, const Capabilities& caps, const 
                                     const RunOptions& b, const std::string& what) {
   if (auto why = unsupported(caps, q.p, a)) return PropertyResult::skip(*why);
   if (auto why = unsupported(caps, q.p, b)) return PropertyResult::skip(*why);
-  const Float64Attention ref = exact_attention_f64(q.p, q.in);
+  const Float64Attention ref = exact_reference(q.p, q.in, q.o);
   compare_within(q.p, run_budgeted(s, caps, q.p, q.in, a, ref), run_budgeted(s, caps, q.p, q.in, b, ref), what);
   return PropertyResult::pass();
 }
@@ -214,7 +215,7 @@ PropertyResult budget_property(Subject& s, const GeneratedCase& c) {
     const Capabilities caps = s.capabilities();
     const Prepared q = prepare(c);
     if (auto why = unsupported(caps, q.p, q.o)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(q.p, q.in);
+    const Float64Attention ref = exact_reference(q.p, q.in, q.o);
     const Budgeted b = run_budgeted(s, caps, q.p, q.in, q.o, ref);
     PropertyResult r = b.verdict.violations ? PropertyResult::fail("outside the error budget: " + verdict_text(q.p, b.verdict))
                                             : PropertyResult::pass();
@@ -229,7 +230,7 @@ PropertyResult lse_property(Subject& s, const GeneratedCase& c) {
     if (!caps.lse) return PropertyResult::skip("subject has no LSE");
     const Prepared q = prepare(c);
     if (auto why = unsupported(caps, q.p, q.o)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(q.p, q.in);
+    const Float64Attention ref = exact_reference(q.p, q.in, q.o);
     const Budgeted b = run_budgeted(s, caps, q.p, q.in, q.o, ref);
     for (size_t r = 0; r < q.p.lse_size(); ++r) {
       const double got = b.out.lse[r], want = ref.out.lse[r];
@@ -380,7 +381,7 @@ PropertyResult key_permutation_property(Subject& s, const GeneratedCase& c) {
           for (int x = 0; x < p.d; ++x) permuted.k[p.k_index(b, h, j, x)] = q.in.k[p.k_index(b, h, perm[j], x)];
           for (int x = 0; x < p.dv; ++x) permuted.v[p.v_index(b, h, j, x)] = q.in.v[p.v_index(b, h, perm[j], x)];
         }
-    const Float64Attention ref1 = exact_attention_f64(p, q.in), ref2 = exact_attention_f64(p, permuted);
+    const Float64Attention ref1 = exact_reference(p, q.in, q.o), ref2 = exact_reference(p, permuted, q.o);
     compare_within(p, run_budgeted(s, caps, p, q.in, q.o, ref1), run_budgeted(s, caps, p, permuted, q.o, ref2),
                    std::string("keys ") + ((c.aux & 1) ? "reversed" : "shuffled"));
     return PropertyResult::pass();
@@ -428,7 +429,7 @@ PropertyResult shift_property(Subject& s, const GeneratedCase& c) {
           shifted.q[p.q_index(b, h, i, 0)] = ci;
           shift[p.lse_index(b, h, i)] = scale * ci * kappa;
         }
-    const Float64Attention ref1 = exact_attention_f64(p, base), ref2 = exact_attention_f64(p, shifted);
+    const Float64Attention ref1 = exact_reference(p, base, q.o), ref2 = exact_reference(p, shifted, q.o);
     Budgeted x = run_budgeted(s, caps, p, base, q.o, ref1), y = run_budgeted(s, caps, p, shifted, q.o, ref2);
     // LSE moves by exactly the shift: compare lse - shift.
     if (y.out.lse.size() == p.lse_size())
@@ -477,7 +478,7 @@ PropertyResult nan_property(Subject& s, const GeneratedCase& c) {
     const Prepared q = prepare(c);
     const Problem& p = q.p;
     if (auto why = unsupported(caps, p, q.o)) return PropertyResult::skip(*why);
-    const Float64Attention ref = exact_attention_f64(p, q.in);
+    const Float64Attention ref = exact_reference(p, q.in, q.o);
     const SubjectOutput out = run(s, caps, p, q.in, q.o);
     for (size_t k = 0; k < out.o.size(); ++k)
       if (std::isnan(out.o[k]) != std::isnan(ref.out.o[k]))

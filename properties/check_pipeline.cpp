@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "properties/oracle.h"
+#include "reference/gpu_oracle.h"
+
 namespace fc {
 
 namespace {
@@ -94,8 +97,26 @@ Judgement judge_output(const Problem& p, const AttentionInputs& in, const RunOpt
                        const SubjectOutput& out, const Float64Attention& ref, size_t keep_worst) {
   Judgement j;
   j.basis = budget_basis(caps, asked, out.plan);
+  std::string fallback;
+  if (current_oracle() == Oracle::gpu) {
+    // The GPU oracle computes its own reference (the same certificate as `ref`'s), the budget for the
+    // basis and the verdict; the budget arrays come back for the reports.
+    try {
+      const gpu::BudgetRequest req{j.basis.options, j.basis.tile_n, j.basis.both_l_conventions,
+                                   j.basis.both_accumulations};
+      gpu::Arrays arrays;
+      const gpu::Verdict v = gpu::judge_host_data(p, req, in, out.o, out.lse, keep_worst, &arrays);
+      j.budget = std::move(arrays.budget);
+      j.verdict = v.verdict;
+      oracle_detail::count(Oracle::gpu);
+      return j;
+    } catch (const std::invalid_argument& e) {
+      fallback = std::string("outside the GPU oracle's scope: ") + e.what();
+    }
+  }
   j.budget = budget_for(p, in, j.basis, ref);
   j.verdict = check_against_budget(p, out.o, out.lse, ref, j.budget, recipe_spec(asked.recipe).output, keep_worst);
+  oracle_detail::count(Oracle::cpu, fallback.empty() ? nullptr : &fallback);
   return j;
 }
 

@@ -46,7 +46,9 @@ struct Judgement {
   BudgetVerdict verdict;
 };
 
-// Judges an output that is already there (a subject's, or a candidate read from files by `compare`).
+// Judges an output that is already there (a subject's, or a candidate read from files by `compare`), by
+// the process's oracle (properties/oracle.h): on the CPU against `ref`, or on the GPU, which computes
+// its own reference with the same certificate.
 Judgement judge_output(const Problem& p, const AttentionInputs& in, const RunOptions& asked, const Capabilities& caps,
                        const SubjectOutput& out, const Float64Attention& ref, size_t keep_worst = 8);
 

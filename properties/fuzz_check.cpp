@@ -8,6 +8,7 @@
 
 #include "properties/check_pipeline.h"
 #include "properties/fuzz_reproduce.h"
+#include "properties/oracle.h"
 
 namespace fc::fuzz {
 
@@ -81,7 +82,7 @@ CaseVerdict check_case(Subject& subject, const FuzzCase& fc, size_t max_findings
     return v;
   }
 
-  const Float64Attention ref = exact_attention_f64(p, fc.inputs);
+  const Float64Attention ref = exact_reference(p, fc.inputs, o);
   const Judgement judged = judge_output(p, fc.inputs, o, caps, out, ref);
   const ErrorBudget& budget = judged.budget;
   v.budget = judged.verdict;

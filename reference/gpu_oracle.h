@@ -67,6 +67,10 @@ struct Verdict {
 // std::runtime_error when the device fails or the problem does not fit (the message gives the bytes).
 Verdict judge_on_device(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, size_t keep_worst = 8);
 
+// The exact reference alone from host data: O, LSE and their certified bounds, as exact_attention_f64
+// returns them. The inputs must be exact values of the recipe's input format (fp8: value / descale).
+Float64Attention reference_host_data(const Problem& p, const RunOptions& options, const AttentionInputs& in);
+
 // The same from host data (small problems; the agreement test): uploads the inputs (exact values) and the
 // output, and also returns the full reference and budget arrays when `arrays` is given.
 struct Arrays {

@@ -15,6 +15,7 @@ bool oracle_available(std::string* why) {
 }
 DeviceFootprint oracle_footprint(const Problem&, Recipe) { return {}; }
 Verdict judge_on_device(const Problem&, const BudgetRequest&, const DeviceTensors&, size_t) { unavailable(); }
+Float64Attention reference_host_data(const Problem&, const RunOptions&, const AttentionInputs&) { unavailable(); }
 Verdict judge_host_data(const Problem&, const BudgetRequest&, const AttentionInputs&, const std::vector<double>&,
                         const std::vector<double>&, size_t, Arrays*) {
   unavailable();

@@ -285,7 +285,9 @@ void download(const DeviceBuffer& d, size_t n, std::vector<double>& into, size_t
   if (n) check(cudaMemcpy(into.data() + at, d.ptr, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
 }
 
-Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, size_t keep_worst, Arrays* arrays) {
+// Scope, device and size checks shared by every entry point; refuses before anything is allocated. With
+// host data the tensors are uploaded too, so they must fit beside the workspace.
+DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors_from_host = false) {
   p.validate();
   // Scope: the staged chunks and per-row buffers are sized for these (docs/gpu-oracle.md); wider problems
   // go to the CPU oracle.
@@ -301,10 +303,19 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   const DeviceFootprint need = oracle_footprint(p, basis.options.recipe);
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  if (tensors_from_host && need.total() > free_b)
+    throw std::runtime_error("GPU oracle: the problem needs " + std::to_string(need.total() >> 20) +
+                             " MiB of device memory (tensors and workspace); " + std::to_string(free_b >> 20) +
+                             " MiB are free");
   if (need.workspace > free_b)
     throw std::runtime_error("GPU oracle: the problem needs " + std::to_string(need.workspace >> 20) +
                              " MiB of device workspace beside its tensors; " + std::to_string(free_b >> 20) +
                              " MiB are free");
+  return need;
+}
+
+Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, size_t keep_worst, Arrays* arrays) {
+  const DeviceFootprint need = admit(p, basis);
   Verdict result;
   result.timing.peak_device_bytes = need.workspace;
   const std::vector<Pass> passes = plan_passes(p);
@@ -396,11 +407,45 @@ DeviceBuffer upload(const std::vector<double>& values, Format f, double descale)
 
 }  // namespace
 
+Float64Attention reference_host_data(const Problem& p, const RunOptions& options, const AttentionInputs& in) {
+  validate_inputs(p, in);
+  BudgetRequest basis;
+  basis.options = options;
+  admit(p, basis, true);
+  const RecipeSpec& rs = recipe_spec(options.recipe);
+  const bool fp8 = options.recipe == Recipe::fp8_e4m3 || options.recipe == Recipe::fp8_e5m2;
+  DeviceBuffer q = upload(in.q, rs.input, fp8 ? options.q_descale : 1.0);
+  DeviceBuffer k = upload(in.k, rs.input, fp8 ? options.k_descale : 1.0);
+  DeviceBuffer v = upload(in.v, rs.input, fp8 ? options.v_descale : 1.0);
+  const std::vector<Pass> passes = plan_passes(p);
+  Workspace w;
+  allocate(p, basis, DeviceTensors{q.ptr, k.ptr, v.ptr, nullptr, nullptr}, max_pass_rows(passes), w);
+  check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
+  Float64Attention ref;
+  ref.out.o.assign(p.o_size(), 0.0);
+  ref.o_error_bound.assign(p.o_size(), 0.0);
+  ref.out.lse.assign(p.lse_size(), 0.0);
+  ref.lse_error_bound.assign(p.lse_size(), 0.0);
+  for (const Pass& pass : passes) {
+    w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
+    check(launch_reference(w.s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(),
+                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>()}),
+          "reference kernel");
+    const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
+    download(w.o_ref, no, ref.out.o, o_at);
+    download(w.o_err, no, ref.o_error_bound, o_at);
+    download(w.lse_ref, size_t(pass.rows), ref.out.lse, at);
+    download(w.lse_err, size_t(pass.rows), ref.lse_error_bound, at);
+  }
+  return ref;
+}
+
 Verdict judge_host_data(const Problem& p, const BudgetRequest& basis, const AttentionInputs& in,
                         const std::vector<double>& o, const std::vector<double>& lse, size_t keep_worst, Arrays* arrays) {
   validate_inputs(p, in);
   if (o.size() != p.o_size()) throw std::invalid_argument("GPU oracle: O has the wrong size");
   if (!lse.empty() && lse.size() != p.lse_size()) throw std::invalid_argument("GPU oracle: LSE has the wrong size");
+  admit(p, basis, true);
   const RecipeSpec& rs = recipe_spec(basis.options.recipe);
   const bool fp8 = basis.options.recipe == Recipe::fp8_e4m3 || basis.options.recipe == Recipe::fp8_e5m2;
   DeviceBuffer q = upload(in.q, rs.input, fp8 ? basis.options.q_descale : 1.0);

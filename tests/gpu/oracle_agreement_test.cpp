@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/check_pipeline.h"
+#include "properties/oracle.h"
 #include "reference/gpu_oracle.h"
 #include "tests/budget/budget_support.h"
 
@@ -169,6 +170,48 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     for (size_t x = 0; x < v1.verdict.worst.size(); ++x) EXPECT_EQ(v1.verdict.worst[x].index, vn.verdict.worst[x].index) << what;
     if (HasFailure()) return;
   }
+}
+
+// The pipeline under --oracle gpu: the same verdicts as the CPU's on the same runs, and a case outside the
+// GPU oracle's scope (d = 320) judged on the CPU and counted as such.
+TEST(OracleAgreement, ThePipelineJudgesOnTheGpuAndFallsBackOutsideItsScope) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261203);
+  EmulatedKernel emu;
+  for (int n = 0; n < 40; ++n) {
+    const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
+    budget_test::Case c = budget_test::random_case(r, rng, 64, 2e5);
+    RunOptions o = c.options;
+    const AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
+    const SubjectOutput out = emu.run(c.problem, in, o);
+    use_oracle(Oracle::cpu);
+    const Judgement cpu = judge_output(c.problem, in, o, emu.capabilities(), out, exact_reference(c.problem, in, o));
+    use_oracle(Oracle::gpu);
+    const OracleUse before = oracle_use();
+    const Judgement gpu = judge_output(c.problem, in, o, emu.capabilities(), out, exact_reference(c.problem, in, o));
+    EXPECT_EQ(oracle_use().gpu, before.gpu + 1) << c.describe();
+    EXPECT_EQ(gpu.verdict.elements, cpu.verdict.elements) << c.describe();
+    EXPECT_EQ(gpu.verdict.violations, cpu.verdict.violations) << c.describe();
+    ASSERT_EQ(gpu.budget.o_bound.size(), cpu.budget.o_bound.size()) << c.describe();
+    for (size_t x = 0; x < cpu.budget.o_bound.size(); ++x)
+      ASSERT_TRUE(same_bound(gpu.budget.o_bound[x], cpu.budget.o_bound[x])) << c.describe() << " O[" << x << "]";
+  }
+  Problem wide;
+  wide.n_q = wide.n_k = 4;
+  wide.d = wide.dv = 320;
+  RunOptions o;
+  o.recipe = Recipe::bf16;
+  const AttentionInputs in = make_inputs(wide, Distribution::normal, o.recipe, 5, &o);
+  const SubjectOutput out = emu.run(wide, in, o);
+  const OracleUse before = oracle_use();
+  const Judgement j = judge_output(wide, in, o, emu.capabilities(), out, exact_reference(wide, in, o));
+  EXPECT_EQ(j.verdict.violations, 0u);
+  const OracleUse after = oracle_use();
+  EXPECT_EQ(after.cpu_fallback, before.cpu_fallback + 1);
+  EXPECT_NE(describe_oracle_use().find("on the CPU: outside the GPU oracle's scope"), std::string::npos)
+      << describe_oracle_use();
+  use_oracle(Oracle::cpu);
 }
 
 // Refusals: a problem whose workspace does not fit is refused with the size it needs, before anything is

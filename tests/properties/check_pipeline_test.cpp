@@ -9,6 +9,8 @@
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/check_pipeline.h"
 #include "properties/distributions.h"
+#include "properties/oracle.h"
+#include "reference/gpu_oracle.h"
 
 namespace fc {
 namespace {
@@ -168,6 +170,41 @@ TEST(EmulationPlan, ReportsTheTileStepSplitsAndConventions) {
   EXPECT_EQ(out.plan.accumulation, Accumulation::ieee_fp32);
   EmulatedKernel liar(DeliberateBug::l_from_fp32_p_without_budget);
   EXPECT_EQ(liar.run(p, in, RunOptions{.recipe = Recipe::bf16}).plan.l_from_fp32_p, false);
+}
+
+// The oracle choice: the words the command line takes, what auto means here, and the count of
+// judgements that every summary reports.
+TEST(OracleChoice, ParsesTheFlagAndCountsTheJudgements) {
+  EXPECT_EQ(parse_oracle("cpu"), Oracle::cpu);
+  EXPECT_THROW(parse_oracle("fpga"), std::invalid_argument);
+  std::string why;
+  const bool gpu_here = gpu::oracle_available(&why);
+  EXPECT_EQ(parse_oracle("auto"), gpu_here ? Oracle::gpu : Oracle::cpu);
+  if (!gpu_here) {
+    try {
+      parse_oracle("gpu");
+      ADD_FAILURE() << "--oracle gpu accepted without a GPU oracle";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("no GPU oracle here"), std::string::npos) << e.what();
+    }
+  }
+  use_oracle(Oracle::cpu);
+  const OracleUse before = oracle_use();
+  Problem p;
+  p.n_q = p.n_k = 8;
+  p.d = p.dv = 16;
+  RunOptions o;
+  o.recipe = Recipe::fp16;
+  const AttentionInputs in = make_inputs(p, Distribution::normal, o.recipe, 3, &o);
+  EmulatedKernel emu;
+  const SubjectOutput out = emu.run(p, in, o);
+  const Float64Attention ref = exact_reference(p, in, o);
+  const Judgement j = judge_output(p, in, o, emu.capabilities(), out, ref);
+  EXPECT_EQ(j.verdict.violations, 0u);
+  const OracleUse after = oracle_use();
+  EXPECT_EQ(after.cpu, before.cpu + 1);
+  EXPECT_EQ(after.gpu, before.gpu);
+  EXPECT_EQ(describe_oracle_use().rfind("cpu (", 0), 0u) << describe_oracle_use();
 }
 
 }  // namespace
