@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tools/npy/npy_file.h"
+
 namespace fc::cli_test {
 
 namespace {
@@ -54,6 +56,10 @@ std::string read_text(const std::filesystem::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+void write_f8(const std::filesystem::path& p, std::vector<int64_t> shape, const std::vector<double>& values) {
+  std::ofstream(p, std::ios::binary) << npy::f8_bytes(std::move(shape), values);
 }
 
 }  // namespace fc::cli_test

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,8 @@ struct TempDir {
 };
 
 std::string read_text(const std::filesystem::path& p);
+
+// A float64 .npy file, for inputs of the NPY route.
+void write_f8(const std::filesystem::path& p, std::vector<int64_t> shape, const std::vector<double>& values);
 
 }  // namespace fc::cli_test
