@@ -7,6 +7,7 @@
  *   BROKEN_OVERRUN       writes one element past the end of O
  *   BROKEN_UNDERRUN      writes one element before the start of O
  *   BROKEN_SILENT        returns FC_OK without writing O
+ *   BROKEN_REFUSES       declines every problem (FC_ERR_UNSUPPORTED): nothing can be checked
  * The modes that write O write zeros (not attention): the tests look at how the failure is reported.
  * Three modes are the example plugin (correct attention) except on the one case whose n_q is 13:
  *   BROKEN_SEGV_ON_CASE  writes through a null pointer (a segfault that takes its process down)
@@ -87,7 +88,11 @@ __attribute__((unused)) static fc_status forward(const fc_problem* p, const fc_b
     return FC_ERR_RUNTIME;
   }
 #endif
-#ifdef BROKEN_SILENT
+#ifdef BROKEN_REFUSES
+  (void)p, (void)b;
+  snprintf(message, message_size, "declines every problem");
+  return FC_ERR_UNSUPPORTED;
+#elif defined(BROKEN_SILENT)
   (void)p, (void)b;
   return FC_OK;
 #else

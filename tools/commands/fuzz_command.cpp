@@ -323,7 +323,12 @@ int run_campaign(const FuzzOptions& o) {
   std::cout << "  result             " << (t.with_findings ? "VIOLATIONS" : "clean")
             << (fc::report::interrupted() ? " (interrupted)" : "") << "\n";
   if (t.with_findings) return 1;
-  return fc::report::interrupted() ? 130 : 0;
+  if (fc::report::interrupted()) return 130;
+  if (t.cases && t.skipped == t.cases) {
+    std::cerr << "flashcheck fuzz: the subject declined every case: nothing was checked\n";
+    return 2;
+  }
+  return 0;
 }
 
 void add_fuzz_command(CLI::App& app, int& exit_code) {

@@ -55,7 +55,8 @@ std::string command_for(const CampaignSpec& s, const std::string& out) {
 int exit_code_for(const ReportData& r) {
   const Pooled t = total(r);
   if (r.partial) return 130;
-  return (t.violations || t.cases_error) ? 1 : 0;
+  if (t.violations || t.cases_error) return 1;
+  return t.cases_ok ? 0 : 2;  // every case declined (refused, or no memory): nothing was checked
 }
 
 void print_summary(const ReportData& r, const PlotStatus& plots, const fs::path& folder) {
@@ -68,7 +69,8 @@ void print_summary(const ReportData& r, const PlotStatus& plots, const fs::path&
                 (unsigned long long)row.pooled.violations, md_number(row.pooled.max_ratio).c_str(),
                 md_number(row.pooled.max_scaled_ulps).c_str(), md_number(row.pooled.rmse()).c_str());
   std::printf("%s: %llu violations, %llu failed cases, %zu cases%s; report in %s/report.md\n",
-              (t.violations || t.cases_error) ? "FAIL" : "PASS", (unsigned long long)t.violations,
+              (t.violations || t.cases_error) ? "FAIL" : t.cases_ok ? "PASS" : "NOTHING CHECKED",
+              (unsigned long long)t.violations,
               (unsigned long long)t.cases_error, r.cases.size(), r.partial ? " (PARTIAL: interrupted)" : "",
               folder.string().c_str());
   if (plots.requested && !plots.made) std::fprintf(stderr, "flashcheck report: WARNING: plots not made: %s\n", plots.message.c_str());
@@ -253,7 +255,8 @@ void add_report(CLI::App& app, int& exit_code) {
                            "--heads-q", "--heads-kv", "--seed", "--cases", "--rerun", "--dry-run", "--jobs"})
     from->excludes(cmd->get_option(name));
   cmd->footer("Exit: 0 every element within budget; 1 violations or a failed case (an error, a crash or a hang of "
-              "the subject); 2 usage or input error, or a campaign larger than the machine's memory; "
+              "the subject); 2 usage or input error, a campaign larger than the machine's memory, or one whose "
+              "every case the subjects declined; "
               "130 interrupted by Ctrl-C (a partial report, marked \"partial\": true, is written first).");
   cmd->callback([flags, out, &exit_code] {
     try {

@@ -31,7 +31,9 @@ namespace {
 
 std::string verdict_line(const ReportData& r, const Pooled& t) {
   std::string v;
-  if (t.violations == 0 && t.cases_error == 0)
+  if (t.violations == 0 && t.cases_error == 0 && t.cases_ok == 0)
+    v = fmt::format("**NOTHING CHECKED**: the subjects declined all {} cases", t.cases_skipped);
+  else if (t.violations == 0 && t.cases_error == 0)
     v = fmt::format("**PASS**: 0 violations in {} elements over {} cases", t.elements, t.cases_ok);
   else
     v = fmt::format("**FAIL**: {} violations in {} elements, {} failed cases, over {} cases", t.violations, t.elements,
