@@ -1,5 +1,7 @@
 #include "cli_support.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +41,33 @@ Result run_flashcheck(const std::vector<std::string>& args, const std::string& e
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+int start_in_own_group(const std::vector<std::string>& args) {
+  const std::string exe = flashcheck_exe();
+  std::vector<std::string> words = {exe};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  if (pid > 0) ::setpgid(pid, pid);
+  return pid;
+}
+
+int interrupt_group(int pid) {
+  ::kill(-pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
 }
 
 TempDir::TempDir(const std::string& name) {

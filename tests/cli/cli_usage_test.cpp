@@ -186,28 +186,14 @@ class CtrlC : public ::testing::TestWithParam<std::string> {};
 TEST_P(CtrlC, LeavesAConsistentPartialReport) {
   TempDir dir("interrupt");
   const fs::path out = dir.path / "report";
-  const std::string subject = GetParam();
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    // 48 large cases: about a minute of work, interrupted after a few seconds.
-    ::execl(FLASHCHECK_EXE, FLASHCHECK_EXE, "report", "--subjects", subject.c_str(), "--recipes", "fp16", "--n", "513",
-            "--d", "128", "--cases", "0", "--jobs", "1", "--no-plots", "--out", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
+  // 48 large cases: about a minute of work, interrupted after a few seconds.
+  const int pid = start_in_own_group({"report", "--subjects", GetParam(), "--recipes", "fp16", "--n", "513", "--d", "128",
+                                      "--cases", "0", "--jobs", "1", "--no-plots", "--out", out.string()});
+  ASSERT_GT(pid, 0);
   // Wait until the campaign has started (the folder exists once flags and subjects are checked).
   for (int i = 0; i < 200 && !fs::exists(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  ::kill(-pid, SIGINT);  // as a terminal does: the process group
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "flashcheck died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(interrupt_group(pid), 130);
 
   const auto j = nlohmann::json::parse(read_text(out / "report.json"));
   EXPECT_TRUE(j["partial"].get<bool>());

@@ -2,11 +2,6 @@
 // (status crashed / timeout, with the command that reproduces it) while every other case of the
 // campaign runs; a sticky error costs its worker, not the campaign. Through the flashcheck executable,
 // the way a user meets it.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -121,25 +116,12 @@ TEST(CrashIsolation, AStickyErrorCostsItsWorkerNotTheCampaign) {
 TEST(CrashIsolation, AnInterruptIsNotACrash) {
   TempDir dir("crash-interrupt");
   const std::string out = (dir.path / "rep").string();
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    ::execl(FLASHCHECK_EXE, FLASHCHECK_EXE, "report", "--plugin", FC_BROKEN_HANG_ON_CASE, "--recipes", "fp32", "--n",
-            "8,13", "--d", "16", "--masks", "none", "--distributions", "normal", "--cases", "0", "--jobs", "1",
-            "--case-timeout", "4", "--no-plots", "--out", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
+  const int pid = start_in_own_group({"report", "--plugin", FC_BROKEN_HANG_ON_CASE, "--recipes", "fp32", "--n", "8,13",
+                                      "--d", "16", "--masks", "none", "--distributions", "normal", "--cases", "0",
+                                      "--jobs", "1", "--case-timeout", "4", "--no-plots", "--out", out});
+  ASSERT_GT(pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the N = 13 case runs first, and hangs
-  ::kill(-pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "flashcheck died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(interrupt_group(pid), 130);
   const json j = json::parse(read_text(fs::path(out) / "report.json"));
   ASSERT_EQ(j["cases"].size(), 1u);
   EXPECT_EQ(j["cases"][0]["status"], "timeout") << j["cases"][0].dump();
