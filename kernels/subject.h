@@ -90,6 +90,28 @@ struct SubjectRefused : SubjectError {
   std::string reason;  // the subject's own words, without the problem (skip counts group by it)
 };
 
+// The subject could not get the memory (host or device) a run needs: a resource error of the machine,
+// never a verdict on the kernel (a plugin's FC_ERR_OUT_OF_MEMORY, std::bad_alloc in a subject).
+struct SubjectOutOfMemory : SubjectError {
+  using SubjectError::SubjectError;
+};
+
+// The run failed and left the process unusable for later runs (a plugin's FC_ERR_STICKY: a sticky CUDA
+// error such as an illegal address poisons the context). A failed run; a worker process that sees it
+// exits, and the next case gets a fresh one.
+struct SubjectSticky : SubjectError {
+  using SubjectError::SubjectError;
+};
+
+// A subject run in a worker process (tools/report/worker_subject.h) that died (a signal, an exit) or did
+// not answer within its time limit. Both are findings against the kernel, with the case's reproducer.
+struct SubjectCrashed : SubjectError {
+  using SubjectError::SubjectError;
+};
+struct SubjectTimedOut : SubjectError {
+  using SubjectError::SubjectError;
+};
+
 class Subject {
  public:
   virtual ~Subject() = default;

@@ -128,4 +128,18 @@ bool gpu_available() {
 #endif
 }
 
+std::optional<double> gpu_free_bytes() {
+#ifdef FLASHCHECK_HAVE_CUDA
+  if (!gpu_available()) return std::nullopt;
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  return double(free_bytes);
+#else
+  return std::nullopt;
+#endif
+}
+
 }  // namespace fc

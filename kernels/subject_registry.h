@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +25,8 @@ std::vector<std::string> available_subjects();
 
 // True when a CUDA device is usable from this process (false in a build without CUDA).
 bool gpu_available();
+
+// Free memory on the current CUDA device, in bytes; nullopt without a usable GPU.
+std::optional<double> gpu_free_bytes();
 
 }  // namespace fc

@@ -76,8 +76,15 @@ CaseVerdict check_case(Subject& subject, const FuzzCase& fc, size_t max_findings
     v.skipped = true;
     v.skip_reason = e.reason;
     return v;
+  } catch (const SubjectOutOfMemory& e) {
+    v.skipped = true;  // the machine's limit, not a verdict on the kernel
+    v.skip_reason = e.what();
+    return v;
   } catch (const std::exception& e) {
     v.subject_failed = true;
+    v.failure = dynamic_cast<const SubjectCrashed*>(&e)    ? "crashed"
+                : dynamic_cast<const SubjectTimedOut*>(&e) ? "timeout"
+                                                           : "error";
     note(std::string("subject failed on valid input: ") + e.what());
     return v;
   }

@@ -22,6 +22,8 @@ struct CaseVerdict {
   size_t budget_defects = 0;           // NaN or negative bounds from the budget on finite references: a
                                        // budget bug (every error would pass), reported as a finding
   bool subject_failed = false;         // SubjectError or any exception from the subject
+  std::string failure;                 // how it failed: "error", "crashed" (its worker process died) or
+                                       // "timeout" (it hung past the worker's time limit)
   std::vector<std::string> findings;   // first few, human-readable
   bool clean() const {
     return skipped || (budget.violations == 0 && semantic_violations == 0 && isolation_violations == 0 &&

@@ -189,9 +189,8 @@ Reproducer read_reproducer(const std::string& path) {
   return r;
 }
 
-void write_reproducer(const std::string& path, const Reproducer& r) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot write " + path);
+std::string reproducer_bytes(const Reproducer& r) {
+  std::ostringstream f;
   f << "FCFUZZ1 subject=" << r.subject << " limits=" << r.limits;
   if (!r.score_guard || !r.output_headroom)
     f << " guards=" << (r.score_guard ? "score" : "") << (r.score_guard && r.output_headroom ? "," : "")
@@ -199,6 +198,7 @@ void write_reproducer(const std::string& path, const Reproducer& r) {
   if (r.caps) f << " caps=" << caps_to_line(*r.caps);
   f << "\n";
   f.write(reinterpret_cast<const char*>(r.bytes.data()), std::streamsize(r.bytes.size()));
+  return f.str();
 }
 
 }  // namespace fc::fuzz

@@ -31,6 +31,7 @@ struct Reproducer {
   std::vector<uint8_t> bytes;
 };
 Reproducer read_reproducer(const std::string& path);
-void write_reproducer(const std::string& path, const Reproducer& r);
+// The file's bytes (`flashcheck fuzz` writes them whole or not at all, tools/report/atomic_file.h).
+std::string reproducer_bytes(const Reproducer& r);
 
 }  // namespace fc::fuzz

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots of a flashcheck error-budget report, from its report.json alone.
 
-    plot_report.py REPORT_JSON OUT_DIR
+    plot_report.py REPORT_JSON OUT_DIR [SOURCE_NAME]
 
 Writes into OUT_DIR:
   ratio_histogram.png  histogram of error/bound over all O elements, one panel per recipe
@@ -9,7 +9,8 @@ Writes into OUT_DIR:
   error_vs_d.png       the same against the head dim d
   error_vs_tile.png    the same against the key-tile width Bc the budget was derived for
   plots.json           the values plotted, per figure / recipe / subject, and the SHA-256 of the JSON
-                       read, so a test can check the pictures were made from this report
+                       read, so a test can check the pictures were made from this report (SOURCE_NAME
+                       is the path it records, when the JSON read is a temporary copy)
 
 Every file is written to a temporary name and renamed into place. FLASHCHECK_PLOT_DPI sets the
 resolution (default 110; scripts/docs_reports.sh renders the documentation's sample smaller). Exit
@@ -112,10 +113,11 @@ def save(fig, path):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     src, out_dir = argv[1], argv[2]
+    shown = argv[3] if len(argv) == 4 else src
     try:
         raw = open(src, "rb").read()
         report = json.loads(raw)
@@ -141,7 +143,7 @@ def main(argv):
             subjects.append(c["subject"])
     colours = {s: f"C{i}" for i, s in enumerate(subjects)}
     partial = " (PARTIAL)" if report.get("partial") else ""
-    sidecar = {"source": os.path.abspath(src), "source_sha256": hashlib.sha256(raw).hexdigest(), "plots": {}}
+    sidecar = {"source": os.path.abspath(shown), "source_sha256": hashlib.sha256(raw).hexdigest(), "plots": {}}
 
     # Histogram of error/bound: log-spaced bins from report.json; zeros and tiny ratios in the first bar.
     hist = histograms(cases, len(edges))

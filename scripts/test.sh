@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${FLASHCHECK_BUILD_DIR:-build}
 jobs=${FLASHCHECK_JOBS:-$(nproc)}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+# CUDA is compiled wherever nvcc is found (CI checks that it compiles), also when scripts/report.sh left
+# the build folder configured without it.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHCHECK_CUDA="${FLASHCHECK_CUDA:-AUTO}"
 cmake --build "$build" -j"$jobs"
 # Without arguments: everything but the long campaigns labelled slow (ctest -L slow runs those).
 if [ $# -eq 0 ]; then set -- -LE slow; fi

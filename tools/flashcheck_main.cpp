@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
     const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
     if (std::none_of(subcommands.begin(), subcommands.end(), [&](CLI::App* c) { return c->check_name(first); })) {
       std::string known;
-      for (CLI::App* c : subcommands) known += (known.empty() ? "" : ", ") + c->get_name();
+      for (CLI::App* c : subcommands)
+        if (!c->get_group().empty()) known += (known.empty() ? "" : ", ") + c->get_name();  // not the hidden ones
       std::fprintf(stderr, "flashcheck: unknown command '%s' (commands: %s; see flashcheck --help)\n", first.c_str(),
                    known.c_str());
       return 2;
@@ -47,6 +49,9 @@ int main(int argc, char** argv) {
     // --help and --version come here too (exit 0); every real parse error is a usage error.
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "flashcheck: error: out of host memory (std::bad_alloc): a resource error, not a verdict\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashcheck: error: %s\n", e.what());
     return 2;

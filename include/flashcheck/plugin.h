@@ -33,7 +33,14 @@ typedef enum fc_status {
   FC_OK = 0,
   FC_ERR_UNSUPPORTED = 1, /* the problem is valid but outside the declared capabilities */
   FC_ERR_INVALID = 2,     /* the problem or buffers are malformed */
-  FC_ERR_RUNTIME = 3      /* the device or library failed (CUDA error, allocation, ...) */
+  FC_ERR_RUNTIME = 3,     /* the device or library failed (a CUDA error, ...) */
+  /* Both below are optional refinements of FC_ERR_RUNTIME (a host that predates them reads them as a
+   * failed run, as it would FC_ERR_RUNTIME). */
+  FC_ERR_OUT_OF_MEMORY = 4, /* host or device memory ran out: a resource error, not a verdict */
+  FC_ERR_STICKY = 5         /* the failure poisoned the process (a sticky CUDA error: an illegal address
+                             * leaves the context unusable): the host calls forward() no more in this
+                             * process; run in a worker (the default for plugins), the next case gets a
+                             * fresh process */
 } fc_status;
 
 /* Precision recipes: input format and the arithmetic the kernel is expected to use. The output is in

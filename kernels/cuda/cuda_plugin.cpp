@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include "flashcheck/plugin.h"
 #include "fused_attention.h"
@@ -38,6 +39,9 @@ fc_status forward(const fc_problem* problem, const fc_buffers* buffers, char* me
     const flashcheck::cuda::Status st = flashcheck::cuda::forward(kSubject, *problem, *buffers);
     write_message(message, message_size, st.message.c_str());
     return st.code;
+  } catch (const std::bad_alloc&) {
+    write_message(message, message_size, "host memory ran out (std::bad_alloc)");
+    return FC_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
     write_message(message, message_size, e.what());
     return FC_ERR_RUNTIME;

@@ -33,11 +33,31 @@ Status fail(fc_status code, const char* fmt, ...) {
   return Status{code, buf};
 }
 
+// A CUDA error as the plugin reports it: running out of device memory is a resource error (not a
+// verdict); an error that leaves the context unusable (an illegal address, a kernel fault) is sticky, so
+// the host runs no further case in this process.
+fc_status status_of(cudaError_t e) {
+  switch (e) {
+    case cudaErrorMemoryAllocation: return FC_ERR_OUT_OF_MEMORY;
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable: return FC_ERR_STICKY;
+    default: return FC_ERR_RUNTIME;
+  }
+}
+
 #define FC_CUDA_TRY(expr)                                                                        \
   do {                                                                                           \
     const cudaError_t fc_err_ = (expr);                                                          \
     if (fc_err_ != cudaSuccess)                                                                  \
-      return fail(FC_ERR_RUNTIME, "%s:%d: %s failed: %s", __FILE__, __LINE__, #expr,             \
+      return fail(status_of(fc_err_), "%s:%d: %s failed: %s", __FILE__, __LINE__, #expr,         \
                   cudaGetErrorString(fc_err_));                                                  \
   } while (0)
 

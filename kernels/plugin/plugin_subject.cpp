@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -117,6 +118,8 @@ const char* status_name(fc_status s) {
     case FC_ERR_UNSUPPORTED: return "FC_ERR_UNSUPPORTED";
     case FC_ERR_INVALID: return "FC_ERR_INVALID";
     case FC_ERR_RUNTIME: return "FC_ERR_RUNTIME";
+    case FC_ERR_OUT_OF_MEMORY: return "FC_ERR_OUT_OF_MEMORY";
+    case FC_ERR_STICKY: return "FC_ERR_STICKY";
   }
   return "an unknown status";
 }
@@ -199,11 +202,18 @@ fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* k
 }
 
 std::unique_ptr<PluginSubject> PluginSubject::open(const std::string& path) {
+  // A plugin is a file: a relative path is resolved against the current folder, never looked up on the
+  // library path the way dlopen treats a name without a slash (which would load another library).
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::absolute(path, ec).lexically_normal();
+  if (ec || !std::filesystem::is_regular_file(file, ec))
+    throw SubjectError("cannot load plugin " + path + ": no such file" +
+                       (std::filesystem::path(path).is_relative() ? " (" + file.string() + ")" : std::string()));
   // RTLD_LOCAL: two plugins (our fused kernel and the naive one) export the same entry symbol. The
   // handle is never closed: a plugin with a static CUDA runtime may register exit handlers, and
   // unloading it under them crashes at exit.
   dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = dlerror();
     throw SubjectError("cannot load plugin " + path + ": " + (err ? err : "dlopen failed"));
@@ -305,6 +315,9 @@ void PluginSubject::init() {
 }
 
 SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, const RunOptions& o) {
+  if (!poisoned_.empty())
+    throw SubjectSticky("plugin " + origin_ + " reported a sticky error earlier in this process (" + poisoned_ +
+                        "); no later case can run in it (run the plugin in a worker process, the default)");
   validate_inputs(p, in);
   if (!(raw_.memory & FC_MEMORY_HOST))
     throw SubjectError("plugin " + caps_.name + " (" + origin_ + ") accepts only device buffers; this flashcheck "
@@ -357,6 +370,14 @@ SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, co
   char message[kMessageSize] = {};
   const fc_status st = plugin_->forward(&fp, &b, message, sizeof message);
   message[kMessageSize - 1] = '\0';
+  if (st == FC_ERR_STICKY) {
+    poisoned_ = std::string(message[0] ? message : "(no message)") + " [" + p.describe() + ", recipe " + std::string(rs.name) + "]";
+    throw SubjectSticky("plugin " + origin_ + ": forward() failed with FC_ERR_STICKY, the process is unusable for "
+                        "further runs: " + poisoned_);
+  }
+  if (st == FC_ERR_OUT_OF_MEMORY)
+    throw SubjectOutOfMemory("plugin " + origin_ + ": out of memory: " + (message[0] ? message : "(no message)") + " [" +
+                             p.describe() + ", recipe " + std::string(rs.name) + "]");
   // The margins first: a plugin that scribbled outside its buffers is wrong whatever it returned.
   std::string overwritten = obuf.check("O");
   const std::string lse_overwritten = want_lse ? lbuf.check("LSE") : std::string();

@@ -19,8 +19,9 @@ namespace fc {
 
 class PluginSubject : public Subject {
  public:
-  // dlopens the shared library at `path` and looks up FC_PLUGIN_ENTRY_SYMBOL. Throws SubjectError when
-  // the library cannot be loaded, lacks the entry point, or speaks another ABI version.
+  // dlopens the shared library at `path` (relative to the current folder, never searched on the
+  // library path) and looks up FC_PLUGIN_ENTRY_SYMBOL. Throws SubjectError when the library cannot be
+  // loaded, lacks the entry point, or speaks another ABI version.
   static std::unique_ptr<PluginSubject> open(const std::string& path);
 
   // Over an entry function linked into this process; `origin` names the plugin in messages.
@@ -48,6 +49,7 @@ class PluginSubject : public Subject {
   std::string origin_;
   fc_capabilities raw_{};
   Capabilities caps_;
+  std::string poisoned_;  // the FC_ERR_STICKY failure that made this process unusable for the plugin
 };
 
 // The ABI's problem description for (p, o); exposed for tests. Throws std::invalid_argument for a

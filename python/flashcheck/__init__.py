@@ -41,7 +41,7 @@ class CompareResult:
     exit_code: int
     stdout: str
     stderr: str
-    report_dir: str
+    report_dir: Optional[str]  # None when the temporary folder was removed (a passing compare)
     report: Optional[dict]
 
     @property
@@ -115,31 +115,41 @@ def _mask_args(mask: str, scale: Optional[float]) -> list:
 def compare(q, k, v, out, *, recipe: Optional[str] = None, mask: str = "none", lse=None, scale: Optional[float] = None,
             key_lengths=None, report_dir: Optional[str] = None, flashcheck: Optional[str] = None,
             worst: int = 8, extra_args: Sequence[str] = ()) -> CompareResult:
-    """Runs `flashcheck compare` and returns its verdict without raising on a violation."""
+    """Runs `flashcheck compare` and returns its verdict without raising on a violation.
+
+    Without report_dir the inputs and the report go to a temporary folder, removed again unless the
+    output violates the budget (then it is kept for inspection, and result.report_dir names it)."""
     exe = find_executable(flashcheck)
     recipe = _recipe_for(q, recipe)
+    own_dir = report_dir is None
     report_dir = report_dir or tempfile.mkdtemp(prefix="flashcheck-compare-")
-    os.makedirs(report_dir, exist_ok=True)
-    inputs = os.path.join(report_dir, "inputs")
-    os.makedirs(inputs, exist_ok=True)
-    args = [exe, "compare"] + _save_inputs(inputs, q, k, v, key_lengths) + _mask_args(mask, scale)
-    cand = os.path.join(inputs, "candidate.npy")
-    np.save(cand, _to_numpy(out, "out"))
-    args += ["--candidate", cand, "--recipe", recipe, "--report", report_dir, "--worst", str(worst)]
-    if lse is not None:
-        lse_path = os.path.join(inputs, "candidate_lse.npy")
-        np.save(lse_path, _to_numpy(lse, "lse"))
-        args += ["--candidate-lse", lse_path]
-    args += list(extra_args)
-    p = subprocess.run(args, capture_output=True, text=True)
-    if p.returncode not in (0, 1):
-        raise FlashcheckError(f"flashcheck compare failed (exit {p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
-    report = None
-    json_path = os.path.join(report_dir, "compare.json")
-    if os.path.exists(json_path):
-        with open(json_path) as f:
-            report = json.load(f)
-    return CompareResult(p.returncode == 0, p.returncode, p.stdout, p.stderr, report_dir, report)
+    keep = not own_dir
+    try:
+        os.makedirs(report_dir, exist_ok=True)
+        inputs = os.path.join(report_dir, "inputs")
+        os.makedirs(inputs, exist_ok=True)
+        args = [exe, "compare"] + _save_inputs(inputs, q, k, v, key_lengths) + _mask_args(mask, scale)
+        cand = os.path.join(inputs, "candidate.npy")
+        np.save(cand, _to_numpy(out, "out"))
+        args += ["--candidate", cand, "--recipe", recipe, "--report", report_dir, "--worst", str(worst)]
+        if lse is not None:
+            lse_path = os.path.join(inputs, "candidate_lse.npy")
+            np.save(lse_path, _to_numpy(lse, "lse"))
+            args += ["--candidate-lse", lse_path]
+        args += list(extra_args)
+        p = subprocess.run(args, capture_output=True, text=True)
+        if p.returncode not in (0, 1):
+            raise FlashcheckError(f"flashcheck compare failed (exit {p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
+        report = None
+        json_path = os.path.join(report_dir, "compare.json")
+        if os.path.exists(json_path):
+            with open(json_path) as f:
+                report = json.load(f)
+        keep = keep or p.returncode != 0
+        return CompareResult(p.returncode == 0, p.returncode, p.stdout, p.stderr, report_dir if keep else None, report)
+    finally:
+        if not keep:
+            shutil.rmtree(report_dir, ignore_errors=True)
 
 
 def assert_attention_close(q, k, v, out, *, recipe: Optional[str] = None, mask: str = "none", lse=None,

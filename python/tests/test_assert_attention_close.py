@@ -73,3 +73,23 @@ def test_values_not_in_the_recipe_format_are_bad_input_not_a_verdict(exe, tmp_pa
     o, _ = attention(q, k, v)
     with pytest.raises(flashcheck.FlashcheckError, match="is not a fp16 value"):
         flashcheck.assert_attention_close(q, k, v, o, recipe="fp16", report_dir=str(tmp_path))
+
+
+def test_temporary_folders_go_unless_the_output_fails(exe, tmp_path, monkeypatch):
+    # Without report_dir, compare() works in a temporary folder: removed after a pass, kept (and named)
+    # after a violation, so a test suite calling it thousands of times leaves nothing behind.
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    q, k, v = inputs(6)
+    o, _ = attention(q, k, v)
+    r = flashcheck.compare(q, k, v, o.astype(np.float16))
+    assert r.passed and r.report_dir is None and r.report["verdict"] == "within budget"
+    assert list(tmp_path.iterdir()) == []
+    bad = o.astype(np.float16)
+    bad[0, 0, 0, 0] += np.float16(0.5)
+    r = flashcheck.compare(q, k, v, bad)
+    assert not r.passed and r.report_dir is not None
+    assert [p.name for p in tmp_path.iterdir()] == [os.path.basename(r.report_dir)]
+    assert os.path.exists(os.path.join(r.report_dir, "compare.md"))
+    with pytest.raises(flashcheck.FlashcheckError):
+        flashcheck.compare(q, k, v, bad[..., :-1])  # a wrong shape: bad input, and its folder goes too
+    assert len(list(tmp_path.iterdir())) == 1

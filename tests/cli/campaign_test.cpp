@@ -3,6 +3,8 @@
 // whole records only.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <new>
 #include <set>
 
 #include "reference/exact_attention.h"
@@ -125,6 +127,41 @@ TEST(Campaign, ExactSubjectIsWithinBudgetAndFailingSubjectIsAFailedCase) {
   data.cases = r.cases;
   EXPECT_EQ(total(data).cases_error, 6u);
   EXPECT_EQ(r.unrounded_source, "float64 generator replay");
+}
+
+// How a subject's failure is recorded: a crash or a hang of its worker is a failed case (a finding);
+// running out of memory is the machine's limit, a skip, never a verdict on the kernel.
+TEST(Campaign, FailureKindsAreRecordedByWhatTheyMean) {
+  struct Throws : RoundedReference {
+    std::function<void()> thrower;
+    explicit Throws(std::function<void()> t) : RoundedReference("t"), thrower(std::move(t)) {}
+    SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) override {
+      thrower();
+      return RoundedReference::run(p, in, o);
+    }
+  };
+  CaseRecord c;
+  c.subject = "t";
+  c.n_q = c.n_k = 16;
+  c.d = c.dv = 8;
+  auto status_of = [&](std::function<void()> t) {
+    Throws s(std::move(t));
+    const CaseRecord r = run_case(s, s.capabilities(), c, 3);
+    return r.status + ": " + r.message;
+  };
+  EXPECT_EQ(status_of([] { throw SubjectCrashed("k crashed: killed by signal 11"); }), "crashed: k crashed: killed by signal 11");
+  EXPECT_EQ(status_of([] { throw SubjectTimedOut("k did not finish"); }), "timeout: k did not finish");
+  EXPECT_EQ(status_of([] { throw SubjectOutOfMemory("k: out of memory"); }), "skipped: k: out of memory");
+  EXPECT_EQ(status_of([] { throw std::bad_alloc(); }), "skipped: out of host memory (std::bad_alloc) while running this case");
+  EXPECT_EQ(status_of([] { throw SubjectSticky("k: illegal address"); }), "error: subject failed: k: illegal address");
+  EXPECT_EQ(status_of([] {}).substr(0, 4), "ok: ");
+  ReportData data;
+  for (const char* st : {"crashed", "timeout", "error", "skipped"}) {
+    data.cases.push_back(c);
+    data.cases.back().status = st;
+  }
+  EXPECT_EQ(total(data).cases_error, 3u);
+  EXPECT_EQ(total(data).cases_skipped, 1u);
 }
 
 TEST(Campaign, InterruptedRunKeepsWholeRecordsOnly) {

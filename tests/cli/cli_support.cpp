@@ -1,5 +1,7 @@
 #include "cli_support.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "tools/npy/npy_file.h"
 
 namespace fc::cli_test {
 
@@ -39,6 +43,33 @@ Result run_flashcheck(const std::vector<std::string>& args, const std::string& e
   return r;
 }
 
+int start_in_own_group(const std::vector<std::string>& args) {
+  const std::string exe = flashcheck_exe();
+  std::vector<std::string> words = {exe};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  if (pid > 0) ::setpgid(pid, pid);
+  return pid;
+}
+
+int interrupt_group(int pid) {
+  ::kill(-pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
+}
+
 TempDir::TempDir(const std::string& name) {
   path = std::filesystem::temp_directory_path() / ("flashcheck-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(path);
@@ -54,6 +85,10 @@ std::string read_text(const std::filesystem::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+void write_f8(const std::filesystem::path& p, std::vector<int64_t> shape, const std::vector<double>& values) {
+  std::ofstream(p, std::ios::binary) << npy::f8_bytes(std::move(shape), values);
 }
 
 }  // namespace fc::cli_test

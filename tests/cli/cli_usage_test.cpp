@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -178,28 +179,21 @@ TEST(CliUsage, ViolationsExitOne) {
   EXPECT_NE(read_text(dir.path / "report.md").find("**FAIL**"), std::string::npos);
 }
 
-TEST(CliUsage, CtrlCLeavesAConsistentPartialReport) {
+// Ctrl-C reaches the whole process group, a plugin's worker process included: it must stop the
+// campaign, never read as a crash of the subject.
+class CtrlC : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CtrlC, LeavesAConsistentPartialReport) {
   TempDir dir("interrupt");
   const fs::path out = dir.path / "report";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    // 48 large cases: about a minute of work, interrupted after a few seconds.
-    ::execl(FLASHCHECK_EXE, FLASHCHECK_EXE, "report", "--recipes", "fp16", "--n", "513", "--d", "128", "--cases",
-            "0", "--jobs", "1", "--no-plots", "--out", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  // 48 large cases: about a minute of work, interrupted after a few seconds.
+  const int pid = start_in_own_group({"report", "--subjects", GetParam(), "--recipes", "fp16", "--n", "513", "--d", "128",
+                                      "--cases", "0", "--jobs", "1", "--no-plots", "--out", out.string()});
+  ASSERT_GT(pid, 0);
   // Wait until the campaign has started (the folder exists once flags and subjects are checked).
   for (int i = 0; i < 200 && !fs::exists(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "flashcheck died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(interrupt_group(pid), 130);
 
   const auto j = nlohmann::json::parse(read_text(out / "report.json"));
   EXPECT_TRUE(j["partial"].get<bool>());
@@ -209,6 +203,36 @@ TEST(CliUsage, CtrlCLeavesAConsistentPartialReport) {
   EXPECT_NE(md.find("PARTIAL"), std::string::npos);
   for (const auto& e : fs::directory_iterator(out))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
+#ifdef FC_EXAMPLE_CPU_PLUGIN
+INSTANTIATE_TEST_SUITE_P(Subjects, CtrlC, ::testing::Values("emulation", std::string("plugin:") + FC_EXAMPLE_CPU_PLUGIN),
+                         [](const auto& info) { return info.index == 0 ? std::string("emulation") : std::string("plugin_in_a_worker"); });
+#else
+INSTANTIATE_TEST_SUITE_P(Subjects, CtrlC, ::testing::Values("emulation"));
+#endif
+
+// A report that cannot be written (a full disk) leaves the folder's earlier report exactly as it was,
+// and no temporary file.
+TEST(CliUsage, AFailedWriteLeavesTheEarlierReportWhole) {
+  TempDir dir("full-disk");
+  const std::string out = (dir.path / "rep").string();
+  const std::vector<std::string> args = {"report", "--recipes", "fp16", "--n", "40", "--d", "16", "--cases", "2",
+                                         "--quiet", "--out", out};
+  ASSERT_EQ(run_flashcheck(args).exit_code, 0);
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path))
+    if (e.is_regular_file()) before[e.path().string()] = read_text(e.path());
+  ASSERT_TRUE(before.count(out + "/report.md"));
+  std::vector<std::string> again = args;
+  again.insert(again.end(), {"--seed", "99"});
+  const Result r = run_flashcheck(again, "trap '' XFSZ; ulimit -f 8;");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("nothing of this run was written"), std::string::npos) << r.output;
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path))
+    if (e.is_regular_file()) after[e.path().string()] = read_text(e.path());
+  EXPECT_EQ(after, before);
 }
 
 }  // namespace

@@ -115,15 +115,15 @@ TEST_P(SameCase, EveryEntryPointGivesTheSameBoundAndVerdict) {
   TempDir dir("same_case");
   const SubjectOutput out = subject->run(p, in, o);
   auto path = [&](const char* f) { return (dir.path / f).string(); };
-  npy::write_f8(path("q.npy"), {p.batch, p.heads_q, p.n_q, p.d}, in.q);
-  npy::write_f8(path("k.npy"), {p.batch, p.heads_kv, p.n_k, p.d}, in.k);
-  npy::write_f8(path("v.npy"), {p.batch, p.heads_kv, p.n_k, p.dv}, in.v);
-  npy::write_f8(path("o.npy"), {p.batch, p.heads_q, p.n_q, p.dv}, out.o);
+  write_f8(path("q.npy"), {p.batch, p.heads_q, p.n_q, p.d}, in.q);
+  write_f8(path("k.npy"), {p.batch, p.heads_kv, p.n_k, p.d}, in.k);
+  write_f8(path("v.npy"), {p.batch, p.heads_kv, p.n_k, p.dv}, in.v);
+  write_f8(path("o.npy"), {p.batch, p.heads_q, p.n_q, p.dv}, out.o);
   std::vector<std::string> args = {"compare", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"),
                                    "--format", "fp16", "--mask", "causal", "--recipe", "fp16", "--candidate",
                                    path("o.npy"), "--worst", "8", "--report", path("report")};
   if (!out.lse.empty()) {
-    npy::write_f8(path("lse.npy"), {p.batch, p.heads_q, p.n_q}, out.lse);
+    write_f8(path("lse.npy"), {p.batch, p.heads_q, p.n_q}, out.lse);
     args.insert(args.end(), {"--candidate-lse", path("lse.npy")});
   }
   if (out.plan.step_n > 0) args.insert(args.end(), {"--tile-n", std::to_string(out.plan.step_n)});

@@ -1,6 +1,8 @@
 // The fuzz case decoder and oracle (properties/fuzz_decode.h, fuzz_check.h): every byte string decodes to a
 // valid case within the limits, the seed corpus is what it says, the oracle has teeth (a planted bug,
 // a corrupting neighbour and a swallowed NaN are each found), and reproducers round-trip.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -268,9 +270,11 @@ TEST(FuzzReproducer, CapsLineAndFileRoundTrip) {
   r.output_headroom = false;
   r.caps = caps;
   r.bytes = {0, 10, 13, 255, '\n', 7};
-  const auto path = std::filesystem::temp_directory_path() / "fc_fuzz_reproducer_test.bin";
-  write_reproducer(path.string(), r);
+  // A name of this process's own: two test runs on one machine must not share the file.
+  const auto path = std::filesystem::temp_directory_path() / ("fc_fuzz_reproducer_test." + std::to_string(::getpid()) + ".bin");
+  std::ofstream(path, std::ios::binary) << reproducer_bytes(r);
   const Reproducer r2 = read_reproducer(path.string());
+  std::filesystem::remove(path);
   EXPECT_EQ(r2.subject, "cuda");
   EXPECT_EQ(r2.limits, "gpu");
   ASSERT_TRUE(r2.caps);

@@ -1,5 +1,7 @@
 // The strict NPY reader: what NumPy writes is read (either byte order, C or Fortran order, v1 and v2
 // headers), and every malformed file is refused with a message naming the file and the problem.
+#include <stdlib.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,8 +14,27 @@
 namespace fc::npy {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("flashcheck_npy_test_" + name)).string();
+// A folder of this process's own (two runs at once must not share file names), removed at exit.
+const std::filesystem::path& private_dir() {
+  static const struct Dir {
+    std::filesystem::path path;
+    Dir() {
+      std::string templ = (std::filesystem::temp_directory_path() / "flashcheck_npy_test_XXXXXX").string();
+      if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+      path = templ;
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir;
+  return dir.path;
+}
+
+std::string temp_path(const std::string& name) { return (private_dir() / name).string(); }
+
+void write_f8(const std::string& path, std::vector<int64_t> shape, const std::vector<double>& values) {
+  std::ofstream(path, std::ios::binary) << f8_bytes(std::move(shape), values);
 }
 
 // A file with a hand-written header (padded like NumPy's v1) and raw data bytes.
@@ -105,6 +126,15 @@ TEST(Npy, MalformedFilesAreRefusedWithTheProblemNamed) {
   std::ofstream(not_npy) << "hello, world";
   expect(not_npy, "not an NPY file");
   expect(temp_path("does_not_exist.npy"), "cannot open");
+  // A header whose element count or byte size wraps 64 bits is refused as such, before any size
+  // derived from it is used (it once read as a tiny array, then as "d must be >= 1").
+  expect(raw_npy("wrap.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 1, 2), }", eight),
+         "more elements than 2^64");
+  expect(raw_npy("wrapbytes.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 536870912, 4), }", eight),
+         "needs more than 2^64 bytes");
+  const Header h = read_header(raw_npy("big.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (1000, 1000, 1000), }", eight));
+  EXPECT_EQ(h.elements, size_t(1000000000));
+  EXPECT_EQ(h.data_bytes, size_t(2000000000));
 }
 
 }  // namespace

@@ -7,12 +7,57 @@
  *   BROKEN_OVERRUN       writes one element past the end of O
  *   BROKEN_UNDERRUN      writes one element before the start of O
  *   BROKEN_SILENT        returns FC_OK without writing O
- * The modes that write O write zeros (not attention): the tests look at how the failure is reported. */
+ *   BROKEN_REFUSES       declines every problem (FC_ERR_UNSUPPORTED): nothing can be checked
+ * The modes that write O write zeros (not attention): the tests look at how the failure is reported.
+ * Three modes are the example plugin (correct attention) except on the one case whose n_q is 13:
+ *   BROKEN_SEGV_ON_CASE  writes through a null pointer (a segfault that takes its process down)
+ *   BROKEN_HANG_ON_CASE  never returns
+ *   BROKEN_STICKY_ON_CASE returns FC_ERR_STICKY (as our CUDA plugin does for an illegal address), and
+ *                        fails every later call in the same process, as a poisoned CUDA context does */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "flashcheck/plugin.h"
+
+#if defined(BROKEN_SEGV_ON_CASE) || defined(BROKEN_HANG_ON_CASE) || defined(BROKEN_STICKY_ON_CASE)
+#include <unistd.h>
+
+#define flashcheck_plugin_entry example_plugin_entry
+#include "../../examples/plugins/cpu_reference_plugin.c"
+#undef flashcheck_plugin_entry
+
+#define BROKEN_TRIGGER_N_Q 13
+
+static int poisoned = 0;
+
+static fc_status broken_forward(const fc_problem* p, const fc_buffers* b, char* message, size_t message_size) {
+  if (poisoned) {
+    snprintf(message, message_size, "the process is poisoned by an earlier sticky error");
+    return FC_ERR_RUNTIME;
+  }
+  if (p->n_q == BROKEN_TRIGGER_N_Q) {
+#ifdef BROKEN_SEGV_ON_CASE
+    volatile float* nowhere = NULL;
+    *nowhere = 1.0f;
+#endif
+#ifdef BROKEN_HANG_ON_CASE
+    for (;;) sleep(1);
+#endif
+#ifdef BROKEN_STICKY_ON_CASE
+    poisoned = 1;
+    snprintf(message, message_size, "simulated illegal memory access: the context is unusable");
+    return FC_ERR_STICKY;
+#endif
+  }
+  return forward(p, b, message, message_size);
+}
+
+static const fc_plugin broken = {FC_ABI_VERSION, capabilities, broken_forward};
+
+__attribute__((visibility("default"))) const fc_plugin* flashcheck_plugin_entry(void) { return &broken; }
+
+#else
 
 #ifdef BROKEN_ABI_V1
 #define BROKEN_VERSION 1u
@@ -43,7 +88,11 @@ __attribute__((unused)) static fc_status forward(const fc_problem* p, const fc_b
     return FC_ERR_RUNTIME;
   }
 #endif
-#ifdef BROKEN_SILENT
+#ifdef BROKEN_REFUSES
+  (void)p, (void)b;
+  snprintf(message, message_size, "declines every problem");
+  return FC_ERR_UNSUPPORTED;
+#elif defined(BROKEN_SILENT)
   (void)p, (void)b;
   return FC_OK;
 #else
@@ -77,3 +126,5 @@ static const fc_plugin plugin = {BROKEN_VERSION, capabilities, forward};
 #endif
 
 __attribute__((visibility("default"))) const fc_plugin* flashcheck_plugin_entry(void) { return &plugin; }
+
+#endif

@@ -1,5 +1,7 @@
 // PluginSubject against deliberately broken plugins and the example CPU plugin: every way a plugin can
 // fail is a SubjectError with a message that says what happened, never an output that could pass.
+#include <dlfcn.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,8 +99,17 @@ TEST(PluginSubject, MissingLibraryAndMissingSymbolAreClear) {
   EXPECT_NE(error_of([] { PluginSubject::open("/nonexistent/libnothing.so"); }).find("cannot load plugin"),
             std::string::npos);
   // A shared library without the entry point: the C runtime's libm is one on every Linux.
-  const std::string msg = error_of([] { PluginSubject::open("libm.so.6"); });
+  void* libm = dlopen("libm.so.6", RTLD_NOW);
+  ASSERT_TRUE(libm);
+  Dl_info info{};
+  ASSERT_TRUE(dladdr(dlsym(libm, "cos"), &info) && info.dli_fname);
+  const std::string path = info.dli_fname;
+  const std::string msg = error_of([&] { PluginSubject::open(path); });
   EXPECT_NE(msg.find("does not export flashcheck_plugin_entry"), std::string::npos) << msg;
+  // A plugin is a file: a bare name is looked for in the current folder, never on the library path
+  // (where dlopen would find libm itself).
+  const std::string bare = error_of([] { PluginSubject::open("libm.so.6"); });
+  EXPECT_NE(bare.find("cannot load plugin libm.so.6: no such file"), std::string::npos) << bare;
 }
 
 TEST(PluginSubject, ErrorMidRunIsAFailedRunWithThePluginsMessage) {

@@ -18,9 +18,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "properties/check_pipeline.h"
 #include "reference/error_budget.h"
@@ -28,21 +28,20 @@
 #include "reference/recipe.h"
 #include "tools/command_registry.h"
 #include "tools/npy/attention_npy.h"
-#ifdef FC_HAVE_SUBJECTS
-#include "kernels/subject_registry.h"
-#endif
+#include "tools/report/atomic_file.h"
+#include "tools/report/reproducer.h"
+#include "tools/report/subject_choice.h"
 
 namespace {
 
+// The case is CompareFlags (tools/report/reproducer.h); these say where the report goes and how much
+// is printed.
 struct CompareOptions {
-  fc::npy::InputOptions in;
-  std::string candidate, candidate_lse, recipe, report_dir, subject;
-  int tile_n = 0;
-  int num_splits = 0;
-  std::string l_convention = "unknown";
-  std::string accumulation = "unknown";
+  fc::report::CompareFlags c;
+  std::string report_dir;
   int worst = 8;
   bool quiet = false;
+  fc::report::Isolation isolation;
 };
 
 std::vector<double> candidate_values(const std::string& path, const std::vector<int64_t>& shape, fc::Format output) {
@@ -113,11 +112,30 @@ std::string worst_table(const fc::Problem& p, const fc::BudgetVerdict& v, bool m
   return s;
 }
 
-int run_compare(const CompareOptions& o) {
+int run_compare(const CompareOptions& opts) {
+  const fc::report::CompareFlags& o = opts.c;
   const auto recipe = fc::parse_recipe(o.recipe);
   if (!recipe) throw std::invalid_argument("--recipe " + o.recipe + ": expected fp32, tf32, fp16, bf16, fp8_e4m3 or fp8_e5m2");
+  // The yardstick subject is opened before any work: one that cannot be opened here (no GPU, a bad
+  // plugin) is an error of the command, not a line in a passing report.
+  std::unique_ptr<fc::Subject> yardstick;
+  if (!o.subject.empty()) {
+#ifdef FC_HAVE_SUBJECTS
+    yardstick = fc::report::open_subject(o.subject, opts.isolation);
+#else
+    throw std::invalid_argument("--subject: this flashcheck was built without the subject registry");
+#endif
+  }
+  // So is the report folder: an unwritable one fails now, and a failed write leaves nothing.
+  fc::report::StagedFiles files;
+  if (!opts.report_dir.empty()) files.create_folder(opts.report_dir);
+
   const fc::RecipeSpec& rs = fc::recipe_spec(*recipe);
-  const fc::npy::LoadedProblem lp = fc::npy::load_problem(o.in, rs.input);
+  const fc::npy::LoadedProblem lp = fc::npy::load_problem(o.in, rs.input, [&](const fc::Problem& p) {
+    fc::RunOptions asked;
+    asked.recipe = *recipe;
+    fc::report::require_memory_for_case(o.subject, p, asked, opts.isolation, "these inputs (" + p.describe() + ")");
+  });
   const fc::Problem& p = lp.problem;
   const std::vector<double> cand = candidate_values(o.candidate, {p.batch, p.heads_q, p.n_q, p.dv}, rs.output);
   std::vector<double> cand_lse;
@@ -146,28 +164,27 @@ int run_compare(const CompareOptions& o) {
   if (o.accumulation != "unknown")
     candidate.plan.accumulation = o.accumulation == "tensor-core" ? fc::Accumulation::tensor_core : fc::Accumulation::ieee_fp32;
   const fc::Float64Attention ref = fc::exact_attention_f64(p, lp.inputs);
-  const size_t keep = size_t(std::max(o.worst, 1));
+  const size_t keep = size_t(std::max(opts.worst, 1));
   const fc::Judgement judged = fc::judge_output(p, lp.inputs, run, fc::Capabilities{}, candidate, ref, keep);
   std::vector<Outcome> outcomes;
   outcomes.push_back({"candidate " + o.candidate, judged.verdict, {}});
 
   // Optionally one of our subjects on the same inputs, for scale ("the error/bound against ours"): it
-  // runs with its own defaults and is judged for the plan it reports.
-  if (!o.subject.empty()) {
-#ifdef FC_HAVE_SUBJECTS
+  // runs with its own defaults and is judged for the plan it reports. A run that fails is exit 1.
+  bool yardstick_failed = false;
+  if (yardstick) {
     Outcome ours{"subject " + o.subject, {}, {}};
     try {
-      auto subject = fc::make_subject(o.subject);
       fc::RunOptions own = run;
       own.num_splits = 1;
-      ours.verdict = fc::check_run(*subject, subject->capabilities(), p, lp.inputs, own, ref, {keep}).judged.verdict;
-    } catch (const std::exception& e) {
+      ours.verdict = fc::check_run(*yardstick, yardstick->capabilities(), p, lp.inputs, own, ref, {keep}).judged.verdict;
+    } catch (const fc::SubjectRefused& e) {
+      throw std::invalid_argument("--subject " + o.subject + " cannot run this problem: " + e.reason);
+    } catch (const fc::SubjectError& e) {
       ours.error = e.what();
+      yardstick_failed = true;
     }
     outcomes.push_back(ours);
-#else
-    throw std::invalid_argument("--subject: this flashcheck was built without the subject registry");
-#endif
   }
 
   const fc::BudgetVerdict& v = outcomes.front().verdict;
@@ -176,10 +193,16 @@ int run_compare(const CompareOptions& o) {
                                          p.describe(), fc::spec(rs.output).name, judged.basis.describe());
   std::cout << header << "\n";
   for (const auto& r : outcomes) std::cout << "  " << verdict_line(r) << "\n";
-  if (!o.quiet && !v.worst.empty()) std::cout << "worst elements of the candidate (error/bound, descending):\n" << worst_table(p, v, false);
+  if (!opts.quiet && !v.worst.empty()) std::cout << "worst elements of the candidate (error/bound, descending):\n" << worst_table(p, v, false);
 
-  if (!o.report_dir.empty()) {
-    std::filesystem::create_directories(o.report_dir);
+  // The command that reproduces this verdict, every flag that shaped it included, with absolute paths.
+  fc::report::CompareFlags absolute = o;
+  for (std::string* path : {&absolute.in.q, &absolute.in.k, &absolute.in.v, &absolute.in.key_lengths, &absolute.candidate,
+                            &absolute.candidate_lse})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
+  const std::string reproduce = fc::report::render_command(absolute);
+
+  if (!opts.report_dir.empty()) {
     nlohmann::json j;
     j["verdict"] = violation ? "violation" : "within budget";
     j["recipe"] = std::string(rs.name);
@@ -195,6 +218,7 @@ int run_compare(const CompareOptions& o) {
     j["accumulation"] = o.accumulation;
     j["inputs"] = {{"q", o.in.q}, {"k", o.in.k}, {"v", o.in.v}, {"format", std::string(fc::spec(lp.format).name)}};
     j["candidate"] = o.candidate;
+    j["reproduce"] = reproduce;
     j["results"] = nlohmann::json::array();
     for (const auto& r : outcomes) {
       nlohmann::json e{{"who", r.who}};
@@ -210,52 +234,41 @@ int run_compare(const CompareOptions& o) {
       }
       j["results"].push_back(e);
     }
-    const auto json_path = std::filesystem::path(o.report_dir) / "compare.json";
-    const auto md_path = std::filesystem::path(o.report_dir) / "compare.md";
-    std::ofstream(json_path) << j.dump(2) << "\n";
-    std::ofstream md(md_path);
+    const auto json_path = std::filesystem::path(opts.report_dir) / "compare.json";
+    const auto md_path = std::filesystem::path(opts.report_dir) / "compare.md";
+    std::ostringstream md;
     md << "# flashcheck compare: " << (violation ? "VIOLATION" : "within budget") << "\n\n"
        << "- recipe: " << rs.name << " (output " << fc::spec(rs.output).name << ")\n"
        << "- problem: " << p.describe() << "\n"
        << "- budget: for " << judged.basis.describe() << " (what the candidate did not say takes its conservative side)\n"
        << "- inputs: " << o.in.q << ", " << o.in.k << ", " << o.in.v << "\n\n";
     for (const auto& r : outcomes) md << "- " << verdict_line(r) << "\n";
-    md << "\n## Worst elements of the candidate\n\n" << worst_table(p, v, true)
-       << "\nA reproducer: `flashcheck compare --q " << o.in.q << " --k " << o.in.k << " --v " << o.in.v
-       << " --recipe " << rs.name << " --mask " << fc::window_name(p.window) << " --candidate " << o.candidate << "`\n";
+    md << "\n## Worst elements of the candidate\n\n" << worst_table(p, v, true) << "\nA reproducer: `" << reproduce << "`\n";
+    files.stage(json_path, j.dump(2) + "\n");
+    files.stage(md_path, md.str());
+    files.commit();
     std::cout << "report: " << md_path.string() << " and " << json_path.string() << "\n";
+  } else if (violation) {
+    std::cout << "reproduce: " << reproduce << "\n";
   }
+  if (yardstick_failed) return 1;
   return violation ? 1 : 0;
 }
 
 void add_compare_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<CompareOptions>();
   CLI::App* cmd = app.add_subcommand("compare", "Check a candidate attention output (NPY) against the error budget");
-  fc::npy::add_input_options(cmd, opts->in);
-  cmd->add_option("--candidate", opts->candidate, "the candidate O as NPY, shape (B, Hq, Nq, dv)")
-      ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--candidate-lse", opts->candidate_lse, "the candidate LSE (natural log), shape (B, Hq, Nq)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--recipe", opts->recipe, "fp32 | tf32 | fp16 | bf16 | fp8_e4m3 | fp8_e5m2")->required();
-  cmd->add_option("--tile-n", opts->tile_n,
-                  "the candidate's online-softmax step (its key tile width), when known (default: any)");
-  cmd->add_option("--num-splits", opts->num_splits,
-                  "the candidate's split-KV chunk count, when known (default: possibly split, the conservative side)");
-  cmd->add_option("--l-convention", opts->l_convention,
-                  "how the candidate sums l: rounded-p (l from the P that multiplies V), fp32-p (FlashAttention-2/3), "
-                  "or unknown (default: the bound covers both)")
-      ->check(CLI::IsMember({"unknown", "rounded-p", "fp32-p"}));
-  cmd->add_option("--accumulation", opts->accumulation,
-                  "how the candidate accumulates Q.K^T and P.V: tensor-core (block FMA), sequential (fp32 fma one "
-                  "product at a time) or unknown (default: the tensor-core bound, which covers both)")
-      ->check(CLI::IsMember({"unknown", "tensor-core", "sequential"}));
+  fc::report::add_compare_flags(cmd, opts->c);
   cmd->add_option("--report", opts->report_dir, "write compare.md and compare.json into this directory");
   cmd->add_option("--worst", opts->worst, "how many worst elements to show (default 8)");
-  cmd->add_option("--subject", opts->subject, "also run this subject (e.g. cuda, emulation) on the same inputs");
   cmd->add_flag("--quiet", opts->quiet, "only the verdict lines");
+  fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for a plugin --subject");
   cmd->callback([opts, &exit_code] {
     try {
       exit_code = run_compare(*opts);
+    } catch (const fc::report::OutputError& e) {
+      std::cerr << "flashcheck compare: " << e.what() << "; nothing was written\n";
+      exit_code = 2;
     } catch (const std::exception& e) {
       std::cerr << "flashcheck compare: " << e.what() << "\n";
       exit_code = 2;

@@ -20,7 +20,6 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -28,12 +27,14 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/subject_registry.h"
 #include "properties/fuzz_check.h"
 #include "properties/fuzz_decode.h"
 #include "properties/fuzz_reproduce.h"
 #include "tools/command_registry.h"
+#include "tools/report/atomic_file.h"
 #include "tools/report/interrupt.h"
+#include "tools/report/reproducer.h"
+#include "tools/report/subject_choice.h"
 
 namespace {
 
@@ -51,6 +52,7 @@ struct FuzzOptions {
   bool run = false;
   bool quiet = false;
   bool no_score_guard = false, no_output_headroom = false;
+  fc::report::Isolation isolation{"auto", 300, true};
 };
 
 // The limits by name, with the domain guards as the options (or the reproducer) say.
@@ -139,7 +141,7 @@ int run_explain(const FuzzOptions& o, bool subject_given, bool limits_given) {
   if (r.caps && !o.run) {
     caps = *r.caps;
   } else {
-    subject = fc::make_subject(r.subject);
+    subject = fc::report::open_subject(r.subject, o.isolation);
     caps = subject->capabilities();
     if (r.caps && fc::fuzz::caps_to_line(*r.caps) != fc::fuzz::caps_to_line(caps))
       std::cerr << "flashcheck fuzz: note: the subject's capabilities differ from the reproducer's; decoding with the reproducer's\n";
@@ -165,20 +167,25 @@ int run_explain(const FuzzOptions& o, bool subject_given, bool limits_given) {
 struct Totals {
   uint64_t cases = 0, skipped = 0, with_findings = 0, oracle_errors = 0, probes = 0;
   uint64_t elements = 0, violations = 0, budget_violations = 0, semantic = 0, isolation = 0, subject_failures = 0, budget_defects = 0;
+  uint64_t crashes = 0, hangs = 0;
   double worst_ratio = 0;
   std::string worst_case;
   std::vector<std::string> reproducers;
+  uint64_t unwritten = 0;  // reproducers that could not be written (a full disk)
 };
 
 int run_campaign(const FuzzOptions& o) {
   const std::string limits_name = o.limits.empty() ? default_limits(o.subject) : o.limits;
   const auto lim = std::optional<fc::fuzz::FuzzLimits>(limits_with_guards(limits_name, !o.no_score_guard, !o.no_output_headroom));
   const bool serial = o.subject.rfind("emulation", 0) != 0;
-  SerialSubject subject(fc::make_subject(o.subject), serial);
+  SerialSubject subject(fc::report::open_subject(o.subject, o.isolation), serial);
   subject.freeze_caps();
   const fc::Capabilities caps = subject.capabilities();
   const int jobs = o.jobs > 0 ? o.jobs : std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
-  std::filesystem::create_directories(o.out);
+  // The reproducer folder is checked before the campaign; when this run created it and wrote nothing
+  // into it, it goes again at the end.
+  fc::report::StagedFiles out_folder;
+  out_folder.create_folder(o.out);
   fc::report::install_interrupt_handler();
 
   std::cerr << fmt::format("flashcheck fuzz: subject {} ({}), {} limits, {} s, seed {}, {} CPU worker(s); reproducers in {}\n",
@@ -205,14 +212,28 @@ int run_campaign(const FuzzOptions& o) {
     r.output_headroom = lim->output_headroom;
     r.caps = caps;
     r.bytes = bytes;
-    fc::fuzz::write_reproducer(bin, r);
-    std::ofstream txt(std::filesystem::path(o.out) / (id + ".txt"));
-    txt << "flashcheck fuzz finding " << id << " (subject " << o.subject << ")\n";
-    for (const auto& f : findings) txt << "  - " << f << "\n";
-    if (c) txt << "\n" << fc::fuzz::describe(*c, 512) << "\n" << regression_test(*c, r, "Fuzz_" + std::to_string(o.seed) + "_" + std::to_string(idx), o.subject);
-    txt << "\nexplain: flashcheck fuzz --explain " << bin << "\n";
+    const std::string reproduce = fc::report::render_command(fc::report::FuzzReproducer{
+        std::filesystem::absolute(bin).lexically_normal().string(), o.subject, limits_name, r.score_guard,
+        r.output_headroom});
+    std::string txt = "flashcheck fuzz finding " + id + " (subject " + o.subject + ")\n";
+    for (const auto& f : findings) txt += "  - " + f + "\n";
+    if (c) txt += "\n" + fc::fuzz::describe(*c, 512) + "\n" + regression_test(*c, r, "Fuzz_" + std::to_string(o.seed) + "_" + std::to_string(idx), o.subject);
+    txt += "\nreproduce: " + reproduce + "\n";
+    // The .bin and its .txt appear together or not at all.
+    fc::report::StagedFiles files;
+    try {
+      files.stage(bin, fc::fuzz::reproducer_bytes(r));
+      files.stage(std::filesystem::path(o.out) / (id + ".txt"), txt);
+      files.commit();
+    } catch (const fc::report::OutputError& e) {
+      ++t.unwritten;
+      std::cerr << fmt::format("flashcheck fuzz: FINDING in case {}: {}; its reproducer could not be written ({}), "
+                               "nothing of it was kept\n", idx, findings.empty() ? "" : findings.front(), e.what());
+      return;
+    }
     t.reproducers.push_back(bin);
-    std::cerr << fmt::format("flashcheck fuzz: FINDING in case {}: {} -> {}\n", idx, findings.empty() ? "" : findings.front(), bin);
+    std::cerr << fmt::format("flashcheck fuzz: FINDING in case {}: {}\n  reproduce: {}\n", idx,
+                             findings.empty() ? "" : findings.front(), reproduce);
   };
 
   auto worker = [&] {
@@ -258,6 +279,8 @@ int run_campaign(const FuzzOptions& o) {
         t.isolation += v.isolation_violations;
         t.budget_defects += v.budget_defects;
         t.subject_failures += v.subject_failed;
+        t.crashes += v.failure == "crashed";
+        t.hangs += v.failure == "timeout";
         record_finding(idx, bytes, &*c, v.findings);
       }
     }
@@ -290,14 +313,22 @@ int run_campaign(const FuzzOptions& o) {
             << fmt::format("  elements checked   {} O elements (finite reference)\n", t.elements)
             << fmt::format("  worst error/bound  {:.4g}{}\n", t.worst_ratio, t.worst_case.empty() ? "" : " (" + t.worst_case + ")")
             << fmt::format("  violations         {} in {} case(s): {} budget, {} semantic (NaN/inf/masked rows), {} isolation, "
-                           "{} subject failures, {} NaN/negative budget bounds, {} oracle errors\n",
+                           "{} subject failures ({} crashes, {} hangs), {} NaN/negative budget bounds, {} oracle errors\n",
                            t.violations, t.with_findings, t.budget_violations, t.semantic, t.isolation, t.subject_failures,
-                           t.budget_defects, t.oracle_errors);
+                           t.crashes, t.hangs, t.budget_defects, t.oracle_errors);
   for (const auto& r : t.reproducers) std::cout << "  reproducer         " << r << "\n";
+  if (t.unwritten) std::cout << "  NOT WRITTEN        " << t.unwritten << " reproducer(s): the output folder is full or unwritable\n";
+  if (t.reproducers.empty()) out_folder.discard();
+  else out_folder.commit();
   std::cout << "  result             " << (t.with_findings ? "VIOLATIONS" : "clean")
             << (fc::report::interrupted() ? " (interrupted)" : "") << "\n";
   if (t.with_findings) return 1;
-  return fc::report::interrupted() ? 130 : 0;
+  if (fc::report::interrupted()) return 130;
+  if (t.cases && t.skipped == t.cases) {
+    std::cerr << "flashcheck fuzz: the subject declined every case: nothing was checked\n";
+    return 2;
+  }
+  return 0;
 }
 
 void add_fuzz_command(CLI::App& app, int& exit_code) {
@@ -327,6 +358,7 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
                 "let |V| reach the output format's max_finite (the open overflow question; docs/fuzzing.md)");
   cmd->add_option("--explain", opts->explain, "print a reproducer (libFuzzer crash file or .bin) as a readable case and a regression test");
   cmd->add_flag("--run", opts->run, "with --explain: also run the case on the subject and print the verdict");
+  fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for plugins and our CUDA subjects");
   cmd->callback([opts, &exit_code, subject_opt, plugin_opt, limits_opt] {
     try {
       if (!opts->explain.empty())

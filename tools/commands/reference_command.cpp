@@ -17,6 +17,8 @@
 #include "reference/multiprecision.h"
 #include "tools/command_registry.h"
 #include "tools/npy/attention_npy.h"
+#include "tools/report/atomic_file.h"
+#include "tools/report/resources.h"
 
 namespace {
 
@@ -27,7 +29,12 @@ struct ReferenceOptions {
 };
 
 int run_reference(const ReferenceOptions& o) {
-  const fc::npy::LoadedProblem lp = fc::npy::load_problem(o.in);
+  // Unwritable outputs are refused before any work.
+  fc::report::check_can_create(o.out);
+  if (!o.lse.empty()) fc::report::check_can_create(o.lse);
+  const fc::npy::LoadedProblem lp = fc::npy::load_problem(o.in, std::nullopt, [](const fc::Problem& p) {
+    fc::report::require_host_memory(fc::report::host_bytes_for_case(p), "these inputs (" + p.describe() + ")");
+  });
   const fc::Problem& p = lp.problem;
   std::vector<double> out, lse;
   double o_bound = 0, lse_bound = 0;
@@ -43,8 +50,11 @@ int run_reference(const ReferenceOptions& o) {
     for (double b : r.o_error_bound) o_bound = std::max(o_bound, b);
     for (double b : r.lse_error_bound) lse_bound = std::max(lse_bound, b);
   }
-  fc::npy::write_f8(o.out, {p.batch, p.heads_q, p.n_q, p.dv}, out);
-  if (!o.lse.empty()) fc::npy::write_f8(o.lse, {p.batch, p.heads_q, p.n_q}, lse);
+  // O and the LSE are written together, or neither (an unwritable --lse leaves no O behind).
+  fc::report::StagedFiles files;
+  files.stage(o.out, fc::npy::f8_bytes({p.batch, p.heads_q, p.n_q, p.dv}, out));
+  if (!o.lse.empty()) files.stage(o.lse, fc::npy::f8_bytes({p.batch, p.heads_q, p.n_q}, lse));
+  files.commit();
   std::cout << fmt::format("flashcheck reference: {} inputs ({}), {} -> {}{}\n", fc::spec(lp.format).name, p.describe(),
                            o.precision, o.out, o.lse.empty() ? "" : ", " + o.lse);
   if (o.precision == "float64")
@@ -64,6 +74,9 @@ void add_reference_command(CLI::App& app, int& exit_code) {
   cmd->callback([opts, &exit_code] {
     try {
       exit_code = run_reference(*opts);
+    } catch (const fc::report::OutputError& e) {
+      std::cerr << "flashcheck reference: " << e.what() << "; nothing was written\n";
+      exit_code = 2;
     } catch (const std::exception& e) {
       std::cerr << "flashcheck reference: " << e.what() << "\n";
       exit_code = 2;

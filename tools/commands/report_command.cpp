@@ -19,6 +19,7 @@
 #include "tools/report/interrupt.h"
 #include "tools/report/list_options.h"
 #include "tools/report/report_writers.h"
+#include "tools/report/resources.h"
 #include "tools/report/subject_choice.h"
 
 namespace fc::report {
@@ -35,6 +36,7 @@ struct ReportFlags {
   int jobs = 0;
   std::string from, rerun, progress = "auto";
   bool no_plots = false, quiet = false, dry_run = false;
+  Isolation isolation;
 };
 
 // The command line that reproduces a campaign, spelled out in full (the report records it).
@@ -53,7 +55,8 @@ std::string command_for(const CampaignSpec& s, const std::string& out) {
 int exit_code_for(const ReportData& r) {
   const Pooled t = total(r);
   if (r.partial) return 130;
-  return (t.violations || t.cases_error) ? 1 : 0;
+  if (t.violations || t.cases_error) return 1;
+  return t.cases_ok ? 0 : 2;  // every case declined (refused, or no memory): nothing was checked
 }
 
 void print_summary(const ReportData& r, const PlotStatus& plots, const fs::path& folder) {
@@ -66,7 +69,8 @@ void print_summary(const ReportData& r, const PlotStatus& plots, const fs::path&
                 (unsigned long long)row.pooled.violations, md_number(row.pooled.max_ratio).c_str(),
                 md_number(row.pooled.max_scaled_ulps).c_str(), md_number(row.pooled.rmse()).c_str());
   std::printf("%s: %llu violations, %llu failed cases, %zu cases%s; report in %s/report.md\n",
-              (t.violations || t.cases_error) ? "FAIL" : "PASS", (unsigned long long)t.violations,
+              (t.violations || t.cases_error) ? "FAIL" : t.cases_ok ? "PASS" : "NOTHING CHECKED",
+              (unsigned long long)t.violations,
               (unsigned long long)t.cases_error, r.cases.size(), r.partial ? " (PARTIAL: interrupted)" : "",
               folder.string().c_str());
   if (plots.requested && !plots.made) std::fprintf(stderr, "flashcheck report: WARNING: plots not made: %s\n", plots.message.c_str());
@@ -78,7 +82,8 @@ int render_from(const ReportFlags& f, bool out_given) {
   const fs::path folder = out_given ? fs::path(f.out) : json.parent_path().empty() ? fs::path(".") : json.parent_path();
   std::error_code ec;
   const bool same = fs::exists(folder / "report.json") && fs::equivalent(folder / "report.json", json, ec);
-  const PlotStatus plots = write_report(r, folder, !same, !f.no_plots);
+  StagedFiles files;
+  const PlotStatus plots = write_report(r, folder, files, !same, !f.no_plots);
   print_summary(r, plots, folder);
   return r.partial ? (total(r).violations || total(r).cases_error ? 1 : 0) : exit_code_for(r);
 }
@@ -121,7 +126,7 @@ int run(const ReportFlags& f, bool out_given) {
   const CampaignSpec spec = spec_from_flags(f);
   // Open every subject before any work: an unknown name or a missing GPU is a usage error, now.
   std::map<std::string, Capabilities> caps;
-  for (const auto& s : spec.subjects) caps[s] = open_subject(s)->capabilities();
+  for (const auto& s : spec.subjects) caps[s] = open_subject(s, f.isolation)->capabilities();
   const Plan plan = plan_campaign(spec, caps);
   if (f.dry_run) {
     for (const auto& c : plan.cases) std::printf("%s seed=%llu\n", c.key().c_str(), (unsigned long long)c.seed);
@@ -136,11 +141,37 @@ int run(const ReportFlags& f, bool out_given) {
     for (const auto& n : plan.skipped) why += "\n  " + n.recipe + " on " + n.subject + ": " + join(n.reasons, "; ");
     throw UsageError("no case of this campaign can run on its subjects:" + why);
   }
-  // Fail on an unwritable folder before the campaign, not after a minute of work.
+  // The memory guard, before any case allocates: the largest case must fit in the machine's memory,
+  // and the workers run no more cases at once than fit together.
+  int jobs = f.jobs > 0 ? f.jobs : std::max(1u, std::thread::hardware_concurrency());
+  {
+    std::vector<std::pair<double, const CaseRecord*>> needs;
+    for (const auto& c : plan.cases) needs.push_back({host_bytes_for_case(problem_of(c)), &c});
+    std::sort(needs.begin(), needs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    require_memory_for_case(needs.front().second->subject, problem_of(*needs.front().second),
+                            options_of(*needs.front().second), f.isolation,
+                            "the campaign's largest case (" + problem_of(*needs.front().second).describe() + ")");
+    const double avail = available_host_bytes();
+    double together = 0;
+    int fit = 0;
+    for (const auto& [need, c] : needs) {
+      if (fit == jobs || together + need > avail) break;
+      together += need;
+      ++fit;
+    }
+    if (fit < jobs && size_t(fit) < needs.size()) {
+      if (!f.quiet)
+        std::fprintf(stderr, "flashcheck report: running %d case(s) at a time, not %d: the %d largest cases together "
+                     "would need more than the %s of memory available\n", fit, jobs, jobs, bytes_text(avail).c_str());
+      jobs = fit;
+    }
+  }
+  // Fail on an unwritable folder before the campaign, not after a minute of work. The folder, when
+  // this run creates it, goes again if the report cannot be written.
   const fs::path folder = f.out;
-  ensure_writable_folder(folder);
+  StagedFiles files;
+  files.create_folder(folder);
 
-  const int jobs = f.jobs > 0 ? f.jobs : std::max(1u, std::thread::hardware_concurrency());
   RunSettings settings;
   settings.jobs = jobs;
   settings.quiet = f.quiet;
@@ -154,7 +185,8 @@ int run(const ReportFlags& f, bool out_given) {
     o.recipe = rc;
     r.recipes.push_back(recipe_params(rc, o));
   }
-  CampaignResult result = run_campaign(spec, [](const std::string& name) { return open_subject(name); }, settings);
+  CampaignResult result =
+      run_campaign(spec, [&f](const std::string& name) { return open_subject(name, f.isolation); }, settings);
   r.cases = std::move(result.cases);
   r.skipped = std::move(result.skipped);
   r.planned_cases = result.planned;
@@ -162,7 +194,7 @@ int run(const ReportFlags& f, bool out_given) {
   r.wall_seconds = result.wall_seconds;
   r.env.unrounded_inputs = result.unrounded_source;
 
-  const PlotStatus plots = write_report(r, folder, true, !f.no_plots);
+  const PlotStatus plots = write_report(r, folder, files, true, !f.no_plots);
   print_summary(r, plots, folder);
   return exit_code_for(r);
 }
@@ -218,16 +250,22 @@ void add_report(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-plots", flags->no_plots, "Do not run the plot script");
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress output");
   cmd->add_flag("--dry-run", flags->dry_run, "Print the cases the campaign would run, and exit");
+  add_isolation_flags(cmd, flags->isolation, "a worker for plugins");
   for (const char* name : {"--recipes", "--subjects", "--plugin", "--n", "--d", "--masks", "--distributions", "--tiles", "--batch",
                            "--heads-q", "--heads-kv", "--seed", "--cases", "--rerun", "--dry-run", "--jobs"})
     from->excludes(cmd->get_option(name));
-  cmd->footer("Exit: 0 every element within budget; 1 violations or a failed case; 2 usage or input error; "
+  cmd->footer("Exit: 0 every element within budget; 1 violations or a failed case (an error, a crash or a hang of "
+              "the subject); 2 usage or input error, a campaign larger than the machine's memory, or one whose "
+              "every case the subjects declined; "
               "130 interrupted by Ctrl-C (a partial report, marked \"partial\": true, is written first).");
   cmd->callback([flags, out, &exit_code] {
     try {
       exit_code = run(*flags, out->count() > 0);
     } catch (const UsageError& e) {
       std::fprintf(stderr, "flashcheck report: error: %s\n", e.what());
+      exit_code = 2;
+    } catch (const OutputError& e) {
+      std::fprintf(stderr, "flashcheck report: error: %s; nothing of this run was written\n", e.what());
       exit_code = 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "flashcheck report: error: %s\n", e.what());

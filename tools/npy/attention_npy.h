@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,25 +86,21 @@ inline std::vector<double> tensor_values(const std::string& path, const Array& a
   return out;
 }
 
-inline Format default_format_for(const Array& a) {
-  if (a.kind == 'f' && a.itemsize == 2) return Format::fp16;
-  if (a.kind == 'f' && a.itemsize == 4) return Format::fp32;
-  return Format::fp64;
-}
-
-// `fallback` is the recipe's input format (compare), used when --format is absent.
-inline LoadedProblem load_problem(const InputOptions& o, std::optional<Format> fallback = std::nullopt) {
-  const Array q = read(o.q), k = read(o.k), v = read(o.v);
-  auto rank4 = [](const std::string& path, const Array& a, const char* want) {
+// `fallback` is the recipe's input format (compare), used when --format is absent. The problem is
+// read from the headers first; `before_reading` (a memory guard) sees it before any data is read.
+inline LoadedProblem load_problem(const InputOptions& o, std::optional<Format> fallback = std::nullopt,
+                                  const std::function<void(const Problem&)>& before_reading = {}) {
+  const Header q = read_header(o.q), k = read_header(o.k), v = read_header(o.v);
+  auto rank4 = [](const std::string& path, const Header& a, const char* want) {
     if (a.shape.size() != 4)
-      throw NpyError(path + ": expected a rank-4 array " + want + ", got shape " + a.shape_string());
+      throw NpyError(path + ": expected a rank-4 array " + want + ", got shape " + Array::shape_text(a.shape));
   };
   rank4(o.q, q, "(B, Hq, Nq, d)");
   rank4(o.k, k, "(B, Hkv, Nk, d)");
   rank4(o.v, v, "(B, Hkv, Nk, dv)");
   auto mismatch = [&](const std::string& what) {
-    throw NpyError(o.q + ", " + o.k + ", " + o.v + ": " + what + " (Q " + q.shape_string() + ", K " +
-                   k.shape_string() + ", V " + v.shape_string() + ")");
+    throw NpyError(o.q + ", " + o.k + ", " + o.v + ": " + what + " (Q " + Array::shape_text(q.shape) + ", K " +
+                   Array::shape_text(k.shape) + ", V " + Array::shape_text(v.shape) + ")");
   };
   if (k.shape[0] != q.shape[0] || v.shape[0] != q.shape[0]) mismatch("batch sizes differ");
   if (k.shape[1] != v.shape[1]) mismatch("K and V have different head counts");
@@ -110,25 +108,33 @@ inline LoadedProblem load_problem(const InputOptions& o, std::optional<Format> f
   if (k.shape[3] != q.shape[3]) mismatch("Q and K have different head dims");
   if (k.shape[1] == 0 || q.shape[1] % k.shape[1] != 0) mismatch("Hq must be a multiple of Hkv");
 
+  // Batch, heads and head dims are ints in a Problem: a larger one is refused, never truncated.
+  auto as_int = [](const std::string& path, const Header& a, int axis, const char* what) {
+    if (a.shape[size_t(axis)] > std::numeric_limits<int>::max())
+      throw NpyError(path + ": " + what + " = " + std::to_string(a.shape[size_t(axis)]) + " (axis " +
+                     std::to_string(axis) + " of shape " + Array::shape_text(a.shape) + ") is larger than 2^31 - 1");
+    return int(a.shape[size_t(axis)]);
+  };
   LoadedProblem lp;
   Problem& p = lp.problem;
-  p.batch = int(q.shape[0]);
-  p.heads_q = int(q.shape[1]);
-  p.heads_kv = int(k.shape[1]);
+  p.batch = as_int(o.q, q, 0, "the batch size");
+  p.heads_q = as_int(o.q, q, 1, "the number of query heads");
+  p.heads_kv = as_int(o.k, k, 1, "the number of key/value heads");
   p.n_q = q.shape[2];
   p.n_k = k.shape[2];
-  p.d = int(q.shape[3]);
-  p.dv = int(v.shape[3]);
+  p.d = as_int(o.q, q, 3, "the head dim d");
+  p.dv = as_int(o.v, v, 3, "the value head dim dv");
   p.scale = o.scale;
   const auto w = parse_window(o.mask);
   if (!w) throw std::invalid_argument("--mask " + o.mask + ": expected none, causal, causal-top-left, window:L,R or "
                                       "window-top-left:L,R");
   p.window = *w;
   if (!o.key_lengths.empty()) {
-    const Array l = read(o.key_lengths);
-    if (l.shape.size() != 1 || l.shape[0] != q.shape[0])
+    const Header lh = read_header(o.key_lengths);
+    if (lh.shape.size() != 1 || lh.shape[0] != q.shape[0])
       throw NpyError(o.key_lengths + ": expected shape (" + std::to_string(q.shape[0]) + ",) (one length per batch), got " +
-                     l.shape_string());
+                     Array::shape_text(lh.shape));
+    const Array l = read(o.key_lengths);
     if (l.kind != 'i' && l.kind != 'u') throw NpyError(o.key_lengths + ": key lengths must be integers, got " + l.dtype());
     for (size_t b = 0; b < l.size(); ++b) p.key_lengths.push_back(l.kind == 'i' ? l.as_int(b) : int64_t(l.as_uint(b)));
   }
@@ -141,12 +147,13 @@ inline LoadedProblem load_problem(const InputOptions& o, std::optional<Format> f
   } else if (fallback) {
     lp.format = *fallback == Format::tf32 ? Format::fp32 : *fallback;
   } else {
-    lp.format = default_format_for(q);
-    if (q.kind == 'u') throw NpyError(o.q + ": " + q.dtype() + " bit patterns need --format");
+    lp.format = q.kind == 'f' && q.itemsize == 2 ? Format::fp16 : q.kind == 'f' && q.itemsize == 4 ? Format::fp32 : Format::fp64;
+    if (q.kind == 'u') throw NpyError(o.q + ": u" + std::to_string(q.itemsize) + " bit patterns need --format");
   }
-  lp.inputs.q = tensor_values(o.q, q, lp.format, o.q_descale);
-  lp.inputs.k = tensor_values(o.k, k, lp.format, o.k_descale);
-  lp.inputs.v = tensor_values(o.v, v, lp.format, o.v_descale);
+  if (before_reading) before_reading(p);
+  lp.inputs.q = tensor_values(o.q, read(o.q), lp.format, o.q_descale);
+  lp.inputs.k = tensor_values(o.k, read(o.k), lp.format, o.k_descale);
+  lp.inputs.v = tensor_values(o.v, read(o.v), lp.format, o.v_descale);
   validate_inputs(p, lp.inputs);
   return lp;
 }

@@ -1,4 +1,4 @@
-// A small strict reader and writer of NumPy's .npy format (version 1.0, 2.0 and 3.0 headers), for the
+// A small strict reader and encoder of NumPy's .npy format (version 1.0, 2.0 and 3.0 headers), for the
 // `reference` and `compare` commands and the Python route (python/flashcheck). Header-only, so each
 // command file can include it without a library of its own.
 //
@@ -38,7 +38,9 @@ struct Array {
     return n;
   }
   std::string dtype() const { return std::string(1, kind) + std::to_string(itemsize); }
-  std::string shape_string() const {
+  std::string shape_string() const { return shape_text(shape); }
+  // A shape as NumPy prints it: "(2, 3)", "(5,)".
+  static std::string shape_text(const std::vector<int64_t>& shape) {
     std::string s = "(";
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + (shape.size() == 1 ? ",)" : ")");
@@ -139,33 +141,51 @@ struct HeaderParser {
 
 }  // namespace detail
 
-// Reads a whole .npy file; throws NpyError naming the file and the problem.
-inline Array read(const std::string& path) {
+// What an NPY header says: enough to size a problem (and refuse it) before reading any data.
+struct Header {
+  char kind = 'f';
+  int itemsize = 8;
+  char order = '<';
+  bool fortran = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;  // bytes before the data
+  size_t elements = 0;     // the product of the shape, checked against overflow
+  size_t data_bytes = 0;   // elements * itemsize, checked against overflow
+};
+
+// Reads and checks the header of an .npy file; throws NpyError naming the file and the problem.
+inline Header read_header(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) detail::fail(path, "cannot open for reading");
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  unsigned char pre[12] = {};
+  f.read(reinterpret_cast<char*>(pre), 12);
+  const size_t got = size_t(f.gcount());
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, 6) != 0)
-    detail::fail(path, "not an NPY file (no \\x93NUMPY magic)");
-  const int major = bytes[6];
+  if (got < 10 || std::memcmp(pre, magic, 6) != 0) detail::fail(path, "not an NPY file (no \\x93NUMPY magic)");
+  const int major = pre[6];
   size_t header_len, header_start;
   if (major == 1) {
-    header_len = size_t(bytes[8]) | (size_t(bytes[9]) << 8);
+    header_len = size_t(pre[8]) | (size_t(pre[9]) << 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) detail::fail(path, "truncated NPY header");
-    header_len = size_t(bytes[8]) | (size_t(bytes[9]) << 8) | (size_t(bytes[10]) << 16) | (size_t(bytes[11]) << 24);
+    if (got < 12) detail::fail(path, "truncated NPY header");
+    header_len = size_t(pre[8]) | (size_t(pre[9]) << 8) | (size_t(pre[10]) << 16) | (size_t(pre[11]) << 24);
     header_start = 12;
   } else {
-    detail::fail(path, "unsupported NPY format version " + std::to_string(major) + "." + std::to_string(bytes[7]));
+    detail::fail(path, "unsupported NPY format version " + std::to_string(major) + "." + std::to_string(pre[7]));
   }
-  if (bytes.size() < header_start + header_len) detail::fail(path, "truncated NPY header");
-  const std::string header(bytes.begin() + long(header_start), bytes.begin() + long(header_start + header_len));
+  if (header_len > (size_t(1) << 20)) detail::fail(path, "NPY header of " + std::to_string(header_len) + " bytes (at most 1 MiB)");
+  std::string header(header_len, '\0');
+  f.clear();
+  f.seekg(std::streamoff(header_start));
+  f.read(header.data(), std::streamsize(header_len));
+  if (size_t(f.gcount()) != header_len) detail::fail(path, "truncated NPY header");
 
   detail::HeaderParser hp{header, path};
   std::string descr;
-  bool fortran = false, have_descr = false, have_fortran = false, have_shape = false;
-  Array a;
+  bool have_descr = false, have_fortran = false, have_shape = false;
+  Header h;
+  h.data_offset = header_start + header_len;
   hp.expect('{', "at the start of the header");
   while (!hp.eat('}')) {
     const std::string key = hp.string_literal();
@@ -177,10 +197,10 @@ inline Array read(const std::string& path) {
       descr = hp.string_literal();
       have_descr = true;
     } else if (key == "fortran_order") {
-      fortran = hp.boolean();
+      h.fortran = hp.boolean();
       have_fortran = true;
     } else if (key == "shape") {
-      a.shape = hp.shape();
+      h.shape = hp.shape();
       have_shape = true;
     } else {
       detail::fail(path, "unexpected key '" + key + "' in the NPY header");
@@ -195,35 +215,60 @@ inline Array read(const std::string& path) {
 
   // dtype: byte order, kind, size.
   if (descr.size() < 3) detail::fail(path, "unknown dtype '" + descr + "'");
-  const char order = descr[0];
-  a.kind = descr[1];
+  h.order = descr[0];
+  h.kind = descr[1];
   const std::string size_text = descr.substr(2);
   if (size_text.find_first_not_of("0123456789") != std::string::npos || size_text.size() > 2)
     detail::fail(path, "unknown dtype '" + descr + "'");
-  a.itemsize = std::stoi(size_text);
-  const bool known = (a.kind == 'f' && (a.itemsize == 2 || a.itemsize == 4 || a.itemsize == 8)) ||
-                     ((a.kind == 'u' || a.kind == 'i') &&
-                      (a.itemsize == 1 || a.itemsize == 2 || a.itemsize == 4 || a.itemsize == 8)) ||
-                     (a.kind == 'b' && a.itemsize == 1);
-  if (!known || (order != '<' && order != '>' && order != '|' && order != '='))
+  h.itemsize = std::stoi(size_text);
+  const bool known = (h.kind == 'f' && (h.itemsize == 2 || h.itemsize == 4 || h.itemsize == 8)) ||
+                     ((h.kind == 'u' || h.kind == 'i') &&
+                      (h.itemsize == 1 || h.itemsize == 2 || h.itemsize == 4 || h.itemsize == 8)) ||
+                     (h.kind == 'b' && h.itemsize == 1);
+  if (!known || (h.order != '<' && h.order != '>' && h.order != '|' && h.order != '='))
     detail::fail(path, "unsupported dtype '" + descr + "' (expected float16/32/64, (u)int8..64 or bool)");
-  if (order == '|' && a.itemsize != 1) detail::fail(path, "dtype '" + descr + "' has no byte order but is multi-byte");
+  if (h.order == '|' && h.itemsize != 1) detail::fail(path, "dtype '" + descr + "' has no byte order but is multi-byte");
 
-  const size_t n = a.size();
-  const size_t need = n * size_t(a.itemsize);
-  const size_t have = bytes.size() - header_start - header_len;
+  // The element count and byte size, without wrapping: a header may claim any shape.
+  const std::string shape_only = Array::shape_text(h.shape);
+  h.elements = 1;
+  for (int64_t s : h.shape)
+    if (__builtin_mul_overflow(h.elements, size_t(s), &h.elements))
+      detail::fail(path, "shape " + shape_only + " has more elements than 2^64: not a file that exists");
+  if (__builtin_mul_overflow(h.elements, size_t(h.itemsize), &h.data_bytes))
+    detail::fail(path, "shape " + shape_only + " of " + std::string(1, h.kind) + std::to_string(h.itemsize) +
+                           " needs more than 2^64 bytes: not a file that exists");
+  return h;
+}
+
+// Reads a whole .npy file; throws NpyError naming the file and the problem.
+inline Array read(const std::string& path) {
+  const Header h = read_header(path);
+  Array a;
+  a.kind = h.kind;
+  a.itemsize = h.itemsize;
+  a.shape = h.shape;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) detail::fail(path, "cannot open for reading");
+  const size_t file_size = size_t(f.tellg());
+  const size_t have = file_size >= h.data_offset ? file_size - h.data_offset : 0;
+  const size_t n = h.elements;
+  const size_t need = h.data_bytes;
   if (have < need)
     detail::fail(path, "truncated: shape " + a.shape_string() + " of " + a.dtype() + " needs " + std::to_string(need) +
                            " data bytes, the file has " + std::to_string(have));
   if (have > need)
     detail::fail(path, std::to_string(have - need) + " trailing bytes after the data of shape " + a.shape_string());
-  a.data.assign(bytes.begin() + long(header_start + header_len), bytes.end());
-  if (order == '>' && a.itemsize > 1)
+  a.data.resize(need);
+  f.seekg(std::streamoff(h.data_offset));
+  f.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(need));
+  if (size_t(f.gcount()) != need) detail::fail(path, "read error in the data");
+  if (h.order == '>' && a.itemsize > 1)
     for (size_t i = 0; i < n; ++i) {
       unsigned char* p = a.data.data() + i * size_t(a.itemsize);
       for (int lo = 0, hi = a.itemsize - 1; lo < hi; ++lo, --hi) std::swap(p[lo], p[hi]);
     }
-  if (fortran && a.shape.size() > 1) {
+  if (h.fortran && a.shape.size() > 1) {
     // Fortran order: the first index varies fastest. Copy element by element into C order.
     const size_t r = a.shape.size(), w = size_t(a.itemsize);
     std::vector<unsigned char> c(a.data.size());
@@ -242,33 +287,31 @@ inline Array read(const std::string& path) {
   return a;
 }
 
-// Writes a C-order little-endian array (version 1.0 header, padded to 64 bytes as NumPy does).
-inline void write(const std::string& path, const Array& a) {
-  if (a.data.size() != a.size() * size_t(a.itemsize))
-    throw NpyError(path + ": data size does not match shape " + a.shape_string());
+// The bytes of an .npy file holding a C-order little-endian array (version 1.0 header, padded to 64
+// bytes as NumPy does). Commands write them with tools/report/atomic_file.h, whole or not at all.
+inline std::string to_bytes(const Array& a) {
+  if (a.data.size() != a.size() * size_t(a.itemsize)) throw NpyError("data size does not match shape " + a.shape_string());
   std::string descr = std::string(a.itemsize == 1 ? "|" : "<") + a.kind + std::to_string(a.itemsize);
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + a.shape_string() + ", }";
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw NpyError(path + ": cannot open for writing");
-  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size() & 0xFF),
-                                 static_cast<unsigned char>(header.size() >> 8)};
-  f.write(reinterpret_cast<const char*>(pre), 10);
-  f.write(header.data(), std::streamsize(header.size()));
-  f.write(reinterpret_cast<const char*>(a.data.data()), std::streamsize(a.data.size()));
-  if (!f) throw NpyError(path + ": write failed");
+  std::string out = {char(0x93), 'N', 'U', 'M', 'P', 'Y', char(1), char(0), char(header.size() & 0xFF),
+                     char(header.size() >> 8)};
+  out += header;
+  out.append(reinterpret_cast<const char*>(a.data.data()), a.data.size());
+  return out;
 }
 
-inline void write_f8(const std::string& path, std::vector<int64_t> shape, const std::vector<double>& values) {
+// A float64 array of the given shape, as .npy bytes.
+inline std::string f8_bytes(std::vector<int64_t> shape, const std::vector<double>& values) {
   Array a;
   a.kind = 'f';
   a.itemsize = 8;
   a.shape = std::move(shape);
   a.data.resize(values.size() * 8);
   std::memcpy(a.data.data(), values.data(), a.data.size());
-  write(path, a);
+  return to_bytes(a);
 }
 
 }  // namespace fc::npy

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <new>
 #include <numeric>
 #include <random>
 #include <set>
@@ -84,6 +85,8 @@ Problem problem_of(const CaseRecord& c) {
   p.d = c.d;
   p.dv = c.dv;
   p.window = parse_window(c.mask).value_or(Window{});
+  p.scale = c.scale;
+  p.key_lengths = c.key_lengths;
   return p;
 }
 
@@ -94,6 +97,8 @@ RunOptions options_of(const CaseRecord& c) {
   o.tile_n = c.tile_n;
   o.l_from_fp32_p = c.l_from_fp32_p;
   o.two_level_accum = c.two_level_accum;
+  o.num_splits = c.num_splits;
+  o.normalisation = c.fa1 ? Normalisation::fa1 : Normalisation::fa2;
   return o;
 }
 
@@ -196,6 +201,20 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
       c.status = "skipped";
       c.message = e.reason;
       return done(c);
+    } catch (const SubjectCrashed& e) {
+      c.status = "crashed";
+      c.message = e.what();
+      return done(c);
+    } catch (const SubjectTimedOut& e) {
+      c.status = "timeout";
+      c.message = e.what();
+      return done(c);
+    } catch (const SubjectOutOfMemory& e) {
+      c.status = "skipped";  // the machine's limit, not a verdict on the kernel
+      c.message = e.what();
+      return done(c);
+    } catch (const std::bad_alloc&) {
+      throw;
     } catch (const std::exception& e) {
       c.status = "error";
       c.message = std::string("subject failed: ") + e.what();
@@ -254,6 +273,9 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
       }
       c.sum_sq_error_unrounded = s;
     }
+  } catch (const std::bad_alloc&) {
+    c.status = "skipped";  // the machine's limit, not a verdict on the kernel
+    c.message = "out of host memory (std::bad_alloc) while running this case";
   } catch (const std::exception& e) {
     c.status = "error";
     c.message = e.what();
@@ -339,9 +361,14 @@ CampaignResult run_campaign(const CampaignSpec& spec, const SubjectFactory& make
 }
 
 std::string CaseRecord::key() const {
-  return fmt::format("{} {} N={} d={} {} {} tile={}{}{}", subject, recipe_spec(recipe).name, n_k, d, mask,
-                     distribution_name(distribution), tile_name({tile_m, tile_n}),
-                     l_from_fp32_p ? " l-from-fp32-p" : "", two_level_accum ? " two-level" : "");
+  std::string k = fmt::format("{} {} N={} d={} {} {} tile={}{}{}", subject, recipe_spec(recipe).name, n_k, d, mask,
+                              distribution_name(distribution), tile_name({tile_m, tile_n}),
+                              l_from_fp32_p ? " l-from-fp32-p" : "", two_level_accum ? " two-level" : "");
+  if (num_splits != 1) k += fmt::format(" splits={}", num_splits);
+  if (fa1) k += " fa1";
+  if (scale) k += fmt::format(" scale={}", *scale);
+  if (!key_lengths.empty()) k += " key-lengths";
+  return k;
 }
 
 RecipeParams recipe_params(Recipe r, const RunOptions& o) {

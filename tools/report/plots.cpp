@@ -65,13 +65,12 @@ std::string find_python(std::string* tried) {
   return "";
 }
 
-PlotStatus make_plots(const fs::path& report_json, const fs::path& folder) {
+PlotStatus make_plots(const fs::path& report_json, const fs::path& recorded_as, const fs::path& folder,
+                      StagedFiles& files) {
   PlotStatus st;
-  // Stale plots from an earlier run in the same folder would silently disagree with this JSON.
-  for (const auto& f : plot_files()) {
-    std::error_code ec;
-    fs::remove(folder / f, ec);
-  }
+  // Plots of an earlier run in the same folder would silently disagree with this JSON: they go when
+  // this report is committed, whether or not new ones are made.
+  for (const auto& f : plot_files()) files.remove_on_commit(folder / f);
   const fs::path script = plot_script();
   if (!fs::exists(script)) {
     st.message = "plot script " + script.string() + " not found (set FLASHCHECK_PLOT_SCRIPT)";
@@ -84,20 +83,26 @@ PlotStatus make_plots(const fs::path& report_json, const fs::path& folder) {
                  "); install python3-matplotlib (scripts/setup.sh) or set FLASHCHECK_PYTHON";
     return st;
   }
+  // The script writes into a scratch folder; its files join the report's staged set.
+  const fs::path scratch = files.scratch_folder(folder / "plots");
   std::string output;
   const int rc = run_captured(shell_quote(st.python) + " " + shell_quote(script.string()) + " " +
-                                  shell_quote(report_json.string()) + " " + shell_quote((folder / "plots").string()),
+                                  shell_quote(report_json.string()) + " " + shell_quote(scratch.string()) + " " +
+                                  shell_quote(recorded_as.string()),
                               &output);
   if (rc != 0) {
     st.message = "plot script failed (exit " + std::to_string(rc) + "): " + output;
-    for (const auto& f : plot_files()) {
-      std::error_code ec;
-      fs::remove(folder / f, ec);
-    }
     return st;
   }
-  for (const auto& f : plot_files())
-    if (fs::exists(folder / f) && f.ends_with(".png")) st.files.push_back(f);
+  bool any = false;
+  for (const auto& f : plot_files()) {
+    const fs::path made = scratch / fs::path(f).filename();
+    if (!fs::exists(made)) continue;
+    if (!any) files.create_folder(folder / "plots");
+    any = true;
+    files.adopt(made, folder / f);
+    if (f.ends_with(".png")) st.files.push_back(f);
+  }
   st.made = !st.files.empty();
   if (!st.made) st.message = "plot script wrote no PNG";
   return st;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/report/atomic_file.h"
+
 namespace fc::report {
 
 struct PlotStatus {
@@ -26,7 +28,10 @@ std::filesystem::path plot_script();
 // import matplotlib (a pyenv or venv python3 often lacks Debian's python3-matplotlib).
 std::string find_python(std::string* tried);
 
-PlotStatus make_plots(const std::filesystem::path& report_json, const std::filesystem::path& folder);
+// Runs the script on `report_json` (a staged copy; plots.json records `recorded_as`) and adds its files
+// to `files`, to be committed with the rest of the report.
+PlotStatus make_plots(const std::filesystem::path& report_json, const std::filesystem::path& recorded_as,
+                      const std::filesystem::path& folder, StagedFiles& files);
 
 // The PNG names the script writes, for cleaning stale ones away when plotting fails.
 const std::vector<std::string>& plot_files();

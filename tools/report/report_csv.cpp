@@ -7,6 +7,7 @@
 #include "tools/report/aggregate.h"
 #include "tools/report/list_options.h"
 #include "tools/report/report_writers.h"
+#include "tools/report/reproducer.h"
 
 namespace fc::report {
 
@@ -48,17 +49,17 @@ std::string render_cases_csv(const ReportData& r) {
   std::string csv =
       "subject,recipe,batch,heads_q,heads_kv,n_q,n_k,d,dv,mask,distribution,seed,tile_m,tile_n,budget_tile_n,"
       "q_descale,k_descale,v_descale,status,elements,violations,max_ratio,mean_ratio,max_scaled_ulps,"
-      "mean_scaled_ulps,rmse,rmse_unrounded,max_abs_error,max_bound,seconds,message\n";
+      "mean_scaled_ulps,rmse,rmse_unrounded,max_abs_error,max_bound,seconds,message,reproduce\n";
   for (const CaseRecord& c : r.cases) {
     const double n = c.elements ? double(c.elements) : 1.0;
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         csv_field(c.subject), recipe_spec(c.recipe).name, c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_k, c.d, c.dv,
         csv_field(c.mask), distribution_name(c.distribution), c.seed, c.tile_m, c.tile_n, c.budget_tile_n,
         full(c.q_descale), full(c.k_descale), full(c.v_descale), c.status, c.elements, c.violations,
         full(c.max_ratio), full(c.sum_ratio / n), full(c.max_scaled_ulps), full(c.sum_scaled_ulps / n),
         full(std::sqrt(c.sum_sq_error / n)), std::isfinite(c.sum_sq_error_unrounded) ? full(std::sqrt(c.sum_sq_error_unrounded / n)) : "",
-        full(c.max_abs_error), full(c.max_bound), full(c.seconds), csv_field(c.message));
+        full(c.max_abs_error), full(c.max_bound), full(c.seconds), csv_field(c.message), csv_field(render_command(c)));
   }
   return csv;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,14 @@ struct CaseRecord {
   std::string budget_basis;           // what the budget assumed, in words (properties/check_pipeline.h)
   bool l_from_fp32_p = false;         // RunOptions: l summed from the fp32 p (the FA-2 convention)
   bool two_level_accum = false;       // RunOptions: fp8 P.V promoted to fp32 every tile
+  int num_splits = 1;                 // RunOptions: split-KV chunks (1 none, 0 the subject decides)
+  bool fa1 = false;                   // RunOptions: FA-1 normalisation
+  std::optional<double> scale;        // Problem: the softmax scale (unset: 1/sqrt(d))
+  std::vector<int64_t> key_lengths;   // Problem: one per batch (empty: every key)
   double q_descale = 1, k_descale = 1, v_descale = 1;
 
-  std::string status = "ok";          // ok | skipped (unsupported) | error (the subject failed)
+  std::string status = "ok";          // ok | skipped (unsupported, or no memory for it) | error (the
+                                      // subject failed) | crashed | timeout (its worker process died / hung)
   std::string message;                // why skipped / what failed
   double seconds = 0;
 

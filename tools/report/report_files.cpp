@@ -1,6 +1,6 @@
-// Writing a report folder. The order matters for a reader who looks while it is being written, and
-// for what is left if something fails: report.json first (the record; the plots are made from it),
-// then plots, CSVs, and report.md last, each file renamed into place whole (atomic_file.h).
+// Writing a report folder: report.json (the record; the plots are made from it), the plots, the CSVs
+// and report.md are all staged first and renamed into place together (atomic_file.h), so a reader
+// never sees a half-written report and a failed write leaves nothing of this run.
 #include <filesystem>
 
 #include "tools/report/atomic_file.h"
@@ -8,25 +8,22 @@
 
 namespace fc::report {
 
-PlotStatus write_report(const ReportData& r, const std::filesystem::path& folder, bool write_json, bool plots) {
-  ensure_writable_folder(folder);
+PlotStatus write_report(const ReportData& r, const std::filesystem::path& folder, StagedFiles& files, bool write_json,
+                        bool plots) {
+  files.create_folder(folder);
   const auto json_path = folder / "report.json";
-  if (write_json) write_file_atomically(json_path, to_json(r).dump(1) + "\n");
+  const auto json_read = write_json ? files.stage(json_path, to_json(r).dump(1) + "\n") : json_path;
   PlotStatus st;
   st.requested = plots;
   if (plots) {
-    std::error_code ec;
-    std::filesystem::create_directories(folder / "plots", ec);
-    st = make_plots(json_path, folder);
+    st = make_plots(json_read, json_path, folder, files);
   } else {
-    for (const auto& f : plot_files()) {  // stale plots would disagree with this JSON
-      std::error_code ec;
-      std::filesystem::remove(folder / f, ec);
-    }
+    for (const auto& f : plot_files()) files.remove_on_commit(folder / f);  // they would disagree with this JSON
   }
-  write_file_atomically(folder / "summary.csv", render_summary_csv(r));
-  write_file_atomically(folder / "cases.csv", render_cases_csv(r));
-  write_file_atomically(folder / "report.md", render_markdown(r, st));
+  files.stage(folder / "summary.csv", render_summary_csv(r));
+  files.stage(folder / "cases.csv", render_cases_csv(r));
+  files.stage(folder / "report.md", render_markdown(r, st));
+  files.commit();
   return st;
 }
 

@@ -138,6 +138,10 @@ json to_json(const ReportData& r) {
                      {"budget_basis", c.budget_basis},
                      {"l_from_fp32_p", c.l_from_fp32_p},
                      {"two_level_accum", c.two_level_accum},
+                     {"num_splits", c.num_splits},
+                     {"fa1", c.fa1},
+                     {"scale", c.scale ? num(*c.scale) : json(nullptr)},
+                     {"key_lengths", c.key_lengths},
                      {"q_descale", num(c.q_descale)},
                      {"k_descale", num(c.k_descale)},
                      {"v_descale", num(c.v_descale)},
@@ -258,6 +262,10 @@ ReportData report_from_json(const json& j) {
     // Options came later: a report without them ran with the defaults.
     k.l_from_fp32_p = x.contains("l_from_fp32_p") && get<bool>(x, "l_from_fp32_p");
     k.two_level_accum = x.contains("two_level_accum") && get<bool>(x, "two_level_accum");
+    k.num_splits = get_or<int>(x, "num_splits", 1);
+    k.fa1 = x.contains("fa1") && get<bool>(x, "fa1");
+    if (x.contains("scale") && !x.at("scale").is_null()) k.scale = get_num(x, "scale");
+    if (x.contains("key_lengths")) k.key_lengths = get<std::vector<int64_t>>(x, "key_lengths");
     k.q_descale = get_num(x, "q_descale");
     k.k_descale = get_num(x, "k_descale");
     k.v_descale = get_num(x, "v_descale");

@@ -11,6 +11,7 @@
 #include "tools/report/aggregate.h"
 #include "tools/report/list_options.h"
 #include "tools/report/report_writers.h"
+#include "tools/report/reproducer.h"
 
 namespace fc::report {
 
@@ -30,7 +31,9 @@ namespace {
 
 std::string verdict_line(const ReportData& r, const Pooled& t) {
   std::string v;
-  if (t.violations == 0 && t.cases_error == 0)
+  if (t.violations == 0 && t.cases_error == 0 && t.cases_ok == 0)
+    v = fmt::format("**NOTHING CHECKED**: the subjects declined all {} cases", t.cases_skipped);
+  else if (t.violations == 0 && t.cases_error == 0)
     v = fmt::format("**PASS**: 0 violations in {} elements over {} cases", t.elements, t.cases_ok);
   else
     v = fmt::format("**FAIL**: {} violations in {} elements, {} failed cases, over {} cases", t.violations, t.elements,
@@ -38,19 +41,6 @@ std::string verdict_line(const ReportData& r, const Pooled& t) {
   if (r.partial)
     v += fmt::format(" — **PARTIAL**: interrupted after {} of {} planned cases", r.cases.size(), r.planned_cases);
   return v;
-}
-
-std::string check_command(const CaseRecord& c) {
-  std::string cmd = fmt::format("flashcheck check --subject {} --recipe {} --batch {} --heads-q {} --heads-kv {} --n {}",
-                                c.subject, recipe_spec(c.recipe).name, c.batch, c.heads_q, c.heads_kv, c.n_q);
-  if (c.n_k != c.n_q) cmd += fmt::format(" --nk {}", c.n_k);
-  cmd += fmt::format(" --d {}", c.d);
-  if (c.dv != c.d) cmd += fmt::format(" --dv {}", c.dv);
-  cmd += fmt::format(" --mask '{}' --dist {} --seed {}", c.mask, distribution_name(c.distribution), c.seed);
-  if (c.tile_m || c.tile_n) cmd += " --tile " + tile_name({c.tile_m, c.tile_n});
-  if (c.l_from_fp32_p) cmd += " --l-from-fp32-p";
-  if (c.two_level_accum) cmd += " --two-level";
-  return cmd;
 }
 
 std::string cell_max_mean(double max, double mean, const std::string& unit = "") {
@@ -191,7 +181,7 @@ std::string render_markdown(const ReportData& r, const PlotStatus& plots) {
           (!worst || c.max_ratio > worst->max_ratio))
         worst = &c;
     if (!worst) continue;
-    reproduce.push_back(check_command(*worst));
+    reproduce.push_back(render_command(*worst));
     const std::string shape = fmt::format("N={} d={} {} {} tile {}", worst->n_k, worst->d, worst->mask,
                                           distribution_name(worst->distribution),
                                           tile_name({worst->tile_m, worst->tile_n}));
@@ -216,10 +206,11 @@ std::string render_markdown(const ReportData& r, const PlotStatus& plots) {
   for (const CaseRecord& c : r.cases)
     if (c.status != "ok" || c.violations) failed.push_back(&c);
   if (!failed.empty()) {
-    out("## Violations and failed cases\n\n| case | seed | status | violations | max err/bound | message |\n|---|---:|---|---:|---:|---|\n");
+    out("## Violations and failed cases\n\n| case | seed | status | violations | max err/bound | message | reproduce |\n"
+        "|---|---:|---|---:|---:|---|---|\n");
     for (const CaseRecord* c : failed)
-      out(fmt::format("| {} | {} | {} | {} | {} | {} |\n", c->key(), c->seed, c->status, c->violations,
-                      md_number(c->max_ratio), c->message));
+      out(fmt::format("| {} | {} | {} | {} | {} | {} | `{}` |\n", c->key(), c->seed, c->status, c->violations,
+                      md_number(c->max_ratio), c->message, render_command(*c)));
     out("\n");
   }
   if (!r.skipped.empty() || t.cases_skipped) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/report/atomic_file.h"
 #include "tools/report/plots.h"
 #include "tools/report/report_data.h"
 
@@ -29,8 +30,11 @@ std::string md_number(double x);
 // (the full path, often a temporary folder on another machine, stays in report.json and the commands).
 std::string subject_label(const std::string& subject);
 
-// Writes report.json (unless `write_json` is false: --from re-renders next to an existing one), runs
-// the plot script, then summary.csv, cases.csv and report.md, each atomically. Returns the plot status.
-PlotStatus write_report(const ReportData& r, const std::filesystem::path& folder, bool write_json, bool plots);
+// Stages report.json (unless `write_json` is false: --from re-renders next to an existing one), the
+// plots, summary.csv, cases.csv and report.md in `files` (which may already hold the folder, created
+// before the campaign), and commits them together. Throws OutputError, having removed everything of
+// this run, when a file cannot be written. Returns the plot status.
+PlotStatus write_report(const ReportData& r, const std::filesystem::path& folder, StagedFiles& files, bool write_json,
+                        bool plots);
 
 }  // namespace fc::report

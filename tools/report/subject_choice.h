@@ -1,5 +1,6 @@
 // Subjects by name for the commands, through kernels/subject_registry.h when this build has it
-// (FC_HAVE_SUBJECTS, set by tools/CMakeLists.txt when the flashcheck_subjects target exists).
+// (FC_HAVE_SUBJECTS, set by tools/CMakeLists.txt when the flashcheck_subjects target exists), in this
+// process or in a worker process.
 // Header-only on purpose: the macro is defined for the flashcheck executable, not for the report library.
 #pragma once
 
@@ -9,7 +10,11 @@
 #include <vector>
 
 #include "kernels/subject.h"
+#include <CLI/CLI.hpp>
+
 #include "tools/report/list_options.h"
+#include "tools/report/resources.h"
+#include "tools/report/worker_subject.h"
 
 #if defined(FC_HAVE_SUBJECTS)
 #include "kernels/subject_registry.h"
@@ -50,6 +55,59 @@ inline std::unique_ptr<Subject> open_subject(const std::string& name) {
 #else
   throw UsageError("subject '" + name + "': this flashcheck was built without the subject registry "
                    "(kernels/subject_registry.cpp, target flashcheck_subjects)");
+#endif
+}
+
+// Where subjects run: in this process, or in a worker process that a crash, a hang or a sticky error
+// cannot take down with the command (tools/report/worker_subject.h).
+struct Isolation {
+  std::string mode = "auto";    // auto: plugins (and, with gpu_in_worker, cuda) in a worker | worker | in-process
+  double case_timeout = 300;    // seconds a case may take in a worker before it counts as a hang
+  bool gpu_in_worker = false;   // auto also isolates our CUDA subjects (fuzz: one bad launch must not
+                                // poison the context for every later case)
+};
+
+inline void add_isolation_flags(CLI::App* cmd, Isolation& iso, const std::string& auto_means) {
+  cmd->add_option("--isolation", iso.mode,
+                  "Where the subject runs: auto (" + auto_means + "), worker (a separate process that a crash, a hang "
+                  "or a sticky CUDA error cannot take down: each becomes a finding and a fresh worker takes the "
+                  "next case) or in-process")
+      ->check(CLI::IsMember({"auto", "worker", "in-process"}));
+  cmd->add_option("--case-timeout", iso.case_timeout,
+                  "Seconds one case may run in a worker before it is killed and reported as a hang (default 300)")
+      ->check(CLI::PositiveNumber);
+}
+
+inline bool runs_in_worker(const std::string& name, const Isolation& iso) {
+  if (iso.mode != "auto") return iso.mode == "worker";
+  if (name.rfind("plugin:", 0) == 0) return true;
+  return iso.gpu_in_worker && (name == "cuda" || name == "cuda-naive");
+}
+
+inline std::unique_ptr<Subject> open_subject(const std::string& name, const Isolation& iso) {
+  if (!runs_in_worker(name, iso)) return open_subject(name);
+  try {
+    return std::make_unique<WorkerSubject>(name, iso.case_timeout);
+  } catch (const SubjectError& e) {
+    // The worker's message already names the subject (it opened it with open_subject).
+    throw UsageError(e.what());
+  }
+}
+
+// The memory guard for one case: the host's, and the device's for our CUDA subjects run in this process
+// (a worker's own context reports running out as such). Throws UsageError naming both sizes.
+inline void require_memory_for_case(const std::string& subject, const Problem& p, const RunOptions& o,
+                                    const Isolation& iso, const std::string& what) {
+  require_host_memory(host_bytes_for_case(p), what);
+#if defined(FC_HAVE_SUBJECTS)
+  if ((subject == "cuda" || subject == "cuda-naive") && !runs_in_worker(subject, iso))
+    if (const auto free = gpu_free_bytes()) {
+      const Format in = recipe_spec(o.recipe).input;
+      const int bytes = in == Format::e4m3 || in == Format::e5m2 ? 1 : in == Format::fp16 || in == Format::bf16 ? 2 : 4;
+      require_device_memory(device_bytes_for_case(p, bytes, o.num_splits), *free, what);
+    }
+#else
+  (void)subject, (void)o, (void)iso;
 #endif
 }
 
