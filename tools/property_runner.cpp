@@ -4,7 +4,8 @@
 // --gtest_filter picks properties. cmake/flashcheckKernelTests.cmake registers it for a plugin.
 //
 //   flashcheck-properties --plugin libkernel.so [--recipes fp16,bf16] [--masks none,causal,window,key_lengths,dense]
-//                         [--cases 30] [--fuzz-cases 200] [--seed 20240711] [--require-gpu] [gtest flags]
+//                         [--cases 30] [--fuzz-cases 200] [--seed 20240711] [--require-gpu]
+//                         [--oracle cpu|gpu|auto] [gtest flags]
 //   flashcheck-properties --subject emulation ...   (any name make_subject accepts)
 //
 // Every property is a test "properties.<name>"; the fuzz run is "fuzz.budget" (the budget property over
@@ -23,6 +24,7 @@
 
 #include "kernels/subject_registry.h"
 #include "properties/attention_properties.h"
+#include "properties/oracle.h"
 #include "properties/rc_binding.h"
 
 namespace {
@@ -33,6 +35,7 @@ struct RunnerOptions {
   int cases = 30, fuzz_cases = 200;
   uint64_t seed = 20240711;
   bool require_gpu = false;
+  std::string oracle = "cpu";  // who judges (properties/oracle.h)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -128,7 +131,7 @@ class OpenFailure : public testing::Test {
 int usage(const char* what) {
   std::cerr << "flashcheck-properties: " << what << "\n"
             << "usage: flashcheck-properties (--plugin PATH | --subject NAME) [--recipes a,b] [--masks none,causal,window,"
-               "key_lengths,dense] [--cases N] [--fuzz-cases N] [--seed S] [--require-gpu] [gtest flags]\n";
+               "key_lengths,dense] [--cases N] [--fuzz-cases N] [--seed S] [--require-gpu] [--oracle cpu|gpu|auto] [gtest flags]\n";
   return 2;
 }
 
@@ -153,12 +156,18 @@ int main(int argc, char** argv) {
       else if (a == "--fuzz-cases") o.fuzz_cases = std::stoi(value());
       else if (a == "--seed") o.seed = std::stoull(value());
       else if (a == "--require-gpu") o.require_gpu = true;
+      else if (a == "--oracle") o.oracle = value();
       else return usage(("unknown argument " + a).c_str());
     } catch (const std::exception& e) {
       return usage(e.what());
     }
   }
   if (o.subject.empty()) return usage("--plugin or --subject is required");
+  try {
+    fc::use_oracle(fc::parse_oracle(o.oracle));
+  } catch (const std::exception& e) {
+    return usage(e.what());
+  }
 
   if (o.require_gpu && !fc::gpu_available()) {
     // A GPU plugin on a machine without a GPU: skipped, visibly (ctest SKIP_REGULAR_EXPRESSION).
@@ -195,5 +204,7 @@ int main(int argc, char** argv) {
     testing::RegisterTest("fuzz", "budget", nullptr, name.c_str(), __FILE__, __LINE__,
                           [=]() -> testing::Test* { return new PropertyTest(subject, budget, name + "/fuzz", params); });
   }
-  return RUN_ALL_TESTS();
+  const int rc = RUN_ALL_TESTS();
+  std::cout << "oracle: " << fc::describe_oracle_use() << std::endl;
+  return rc;
 }

@@ -4,7 +4,7 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, oracle_grid, oracle_profile, torch_f64, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -95,6 +95,19 @@ if want oracle_scale; then
     step "oracle_${shape//:/_}" "${ORACLE_SECONDS:-300}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
       --shape "$shape"
   done
+fi
+if want oracle_cli; then
+  # The commands judged by the GPU oracle (--oracle gpu): one case, the default report, a short fuzz run,
+  # the plugin property suite, and the CLI test's GPU branch.
+  step oracle_check 60 "$FLASHCHECK_EXE" check --subject cuda --recipe bf16 --n 4096 --d 128 --mask causal --oracle gpu
+  step oracle_report 120 "$FLASHCHECK_EXE" report --subjects emulation,cuda --oracle gpu --out "$res/oracle-report" \
+    --progress lines
+  step oracle_fuzz 60 "$FLASHCHECK_EXE" fuzz --subject cuda --seconds 30 --seed 8 --jobs 16 --oracle gpu \
+    --out "$res/oracle-fuzz"
+  step oracle_properties 90 "$bin/flashcheck-properties" --plugin .dev/flashcheck/lib/libflashcheck_cuda_plugin.so \
+    --cases 20 --fuzz-cases 100 --require-gpu --oracle gpu
+  step oracle_cli_test 60 env FLASHCHECK_EXE="$FLASHCHECK_EXE" "$bin/cli_usage_test" \
+    --gtest_filter='CliUsage.OracleFlagIsCheckedAndReported'
 fi
 if want oracle_grid; then
   # Every shape of the benchmark grid judged by the GPU oracle (ORACLE_GRID_RECIPES), one table.

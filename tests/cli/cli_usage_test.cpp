@@ -102,6 +102,33 @@ TEST(CliUsage, UnwritableOutputFolderIsUsageErrorBeforeAnyWork) {
   expect_usage_error({"report", "--recipes", "fp16", "--out", (dir.path / "a-file").string()}, {"a-file", "not a folder"});
 }
 
+// --oracle: every command that judges takes it; an unknown word is a usage error, "gpu" where there is
+// no GPU oracle too (with the reason), and the output says which oracle judged.
+TEST(CliUsage, OracleFlagIsCheckedAndReported) {
+  for (const char* cmd : {"check", "report", "fuzz"})
+    expect_usage_error({cmd, "--oracle", "fpga"}, {"--oracle", "fpga", "cpu, gpu, auto"});
+  const Result help = run_flashcheck({"compare", "--help"});  // compare's other flags are required
+  EXPECT_NE(help.output.find("--oracle"), std::string::npos) << help.output;
+  const Result cpu = run_flashcheck({"check", "--recipe", "fp16", "--n", "32", "--d", "16", "--oracle", "cpu"});
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_NE(cpu.output.find("oracle    cpu (1 judgement)"), std::string::npos) << cpu.output;
+  const Result gpu = run_flashcheck({"check", "--recipe", "fp16", "--n", "32", "--d", "16", "--oracle", "gpu"});
+  if (gpu.exit_code == 2) {
+    EXPECT_NE(gpu.output.find("no GPU oracle here"), std::string::npos) << gpu.output;
+  } else {
+    EXPECT_EQ(gpu.exit_code, 0) << gpu.output;
+    EXPECT_NE(gpu.output.find("oracle    gpu (1 judgement)"), std::string::npos) << gpu.output;
+  }
+  TempDir dir("oracle");
+  const Result rep = run_flashcheck({"report", "--recipes", "fp16", "--n", "32", "--d", "16", "--masks", "none",
+                                     "--distributions", "normal", "--cases", "2", "--no-plots", "--quiet", "--out",
+                                     (dir.path / "r").string(), "--oracle", "auto"});
+  EXPECT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_text(dir.path / "r" / "report.md");
+  EXPECT_NE(md.find("| oracle | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" judgements) |"), std::string::npos) << md;
+}
+
 TEST(CliUsage, CheckWithinBudgetExitsZeroAndPrintsWorstElements) {
   const Result r = run_flashcheck({"check", "--recipe", "bf16", "--n", "40", "--d", "16", "--mask", "causal", "--tile",
                                    "16x8", "--worst", "4"});

@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "properties/oracle.h"
+
 #include "tools/command_registry.h"
 #include "tools/report/aggregate.h"
 #include "tools/report/campaign.h"
 #include "tools/report/list_options.h"
+#include "tools/report/oracle_option.h"
 #include "tools/report/report_writers.h"
 #include "tools/report/reproducer.h"
 #include "tools/report/subject_choice.h"
@@ -22,6 +25,7 @@ struct CheckSettings {
   int worst = 10;
   bool json = false;
   Isolation isolation;
+  std::string oracle;
 };
 
 int run(const CheckFlags& f, const CheckSettings& o) {
@@ -33,6 +37,7 @@ int run(const CheckFlags& f, const CheckSettings& o) {
     throw UsageError(e.what());
   }
   if (o.worst < 0) throw UsageError("--worst must be >= 0");
+  choose_oracle(o.oracle);
   // Before anything is allocated: a problem larger than the machine is refused with the size it needs.
   require_memory_for_case(c.subject, p, options_of(c), o.isolation, "this problem (" + p.describe() + ")");
 
@@ -47,6 +52,7 @@ int run(const CheckFlags& f, const CheckSettings& o) {
     one.cases.push_back(r);
     auto j = to_json(one)["cases"][0];
     j["reproduce"] = render_command(r);
+    j["oracle"] = describe_oracle_use();
     std::printf("%s\n", j.dump(1).c_str());
   } else {
     std::printf("subject   %s\nrecipe    %s\nproblem   %s\ninputs    %s, seed %llu\ntile      %s\nbudget    for %s\n"
@@ -57,6 +63,7 @@ int run(const CheckFlags& f, const CheckSettings& o) {
                 r.l_from_fp32_p ? "the fp32 p (FA-2 convention)" : "the rounded P",
                 r.two_level_accum ? "two-level P.V accumulation" : "one P.V accumulation chain");
     std::printf("reproduce %s\n", render_command(r).c_str());
+    std::printf("oracle    %s\n", describe_oracle_use().c_str());
     if (r.status != "ok") {
       std::printf("status    %s: %s\n", r.status.c_str(), r.message.c_str());
     } else {
@@ -95,6 +102,7 @@ void add_check(CLI::App& app, int& exit_code) {
   cmd->add_option("--worst", o->worst, "How many worst elements to print (default 10)");
   cmd->add_flag("--json", o->json, "Print the case record as JSON (the report's format)");
   add_isolation_flags(cmd, o->isolation, "a worker for plugins");
+  add_oracle_flag(cmd, o->oracle);
   cmd->footer("Exit: 0 within budget; 1 violations, or the subject failed, crashed or hung; 2 usage or input error, "
               "or a case that cannot run here (refused, or more memory than there is).");
   cmd->callback([f, o, &exit_code] {

@@ -23,12 +23,14 @@
 #include <sstream>
 
 #include "properties/check_pipeline.h"
+#include "properties/oracle.h"
 #include "reference/error_budget.h"
 #include "reference/exact_attention.h"
 #include "reference/recipe.h"
 #include "tools/command_registry.h"
 #include "tools/npy/attention_npy.h"
 #include "tools/report/atomic_file.h"
+#include "tools/report/oracle_option.h"
 #include "tools/report/reproducer.h"
 #include "tools/report/subject_choice.h"
 
@@ -42,6 +44,7 @@ struct CompareOptions {
   int worst = 8;
   bool quiet = false;
   fc::report::Isolation isolation;
+  std::string oracle;
 };
 
 std::vector<double> candidate_values(const std::string& path, const std::vector<int64_t>& shape, fc::Format output) {
@@ -114,6 +117,7 @@ std::string worst_table(const fc::Problem& p, const fc::BudgetVerdict& v, bool m
 
 int run_compare(const CompareOptions& opts) {
   const fc::report::CompareFlags& o = opts.c;
+  fc::report::choose_oracle(opts.oracle);
   const auto recipe = fc::parse_recipe(o.recipe);
   if (!recipe) throw std::invalid_argument("--recipe " + o.recipe + ": expected fp32, tf32, fp16, bf16, fp8_e4m3 or fp8_e5m2");
   // The yardstick subject is opened before any work: one that cannot be opened here (no GPU, a bad
@@ -163,7 +167,7 @@ int run_compare(const CompareOptions& opts) {
   if (o.l_convention != "unknown") candidate.plan.l_from_fp32_p = o.l_convention == "fp32-p";
   if (o.accumulation != "unknown")
     candidate.plan.accumulation = o.accumulation == "tensor-core" ? fc::Accumulation::tensor_core : fc::Accumulation::ieee_fp32;
-  const fc::Float64Attention ref = fc::exact_attention_f64(p, lp.inputs);
+  const fc::Float64Attention ref = fc::exact_reference(p, lp.inputs, run);
   const size_t keep = size_t(std::max(opts.worst, 1));
   const fc::Judgement judged = fc::judge_output(p, lp.inputs, run, fc::Capabilities{}, candidate, ref, keep);
   std::vector<Outcome> outcomes;
@@ -193,6 +197,7 @@ int run_compare(const CompareOptions& opts) {
                                          p.describe(), fc::spec(rs.output).name, judged.basis.describe());
   std::cout << header << "\n";
   for (const auto& r : outcomes) std::cout << "  " << verdict_line(r) << "\n";
+  std::cout << "  oracle: " << fc::describe_oracle_use() << "\n";
   if (!opts.quiet && !v.worst.empty()) std::cout << "worst elements of the candidate (error/bound, descending):\n" << worst_table(p, v, false);
 
   // The command that reproduces this verdict, every flag that shaped it included, with absolute paths.
@@ -219,6 +224,7 @@ int run_compare(const CompareOptions& opts) {
     j["inputs"] = {{"q", o.in.q}, {"k", o.in.k}, {"v", o.in.v}, {"format", std::string(fc::spec(lp.format).name)}};
     j["candidate"] = o.candidate;
     j["reproduce"] = reproduce;
+    j["oracle"] = fc::describe_oracle_use();
     j["results"] = nlohmann::json::array();
     for (const auto& r : outcomes) {
       nlohmann::json e{{"who", r.who}};
@@ -241,7 +247,8 @@ int run_compare(const CompareOptions& opts) {
        << "- recipe: " << rs.name << " (output " << fc::spec(rs.output).name << ")\n"
        << "- problem: " << p.describe() << "\n"
        << "- budget: for " << judged.basis.describe() << " (what the candidate did not say takes its conservative side)\n"
-       << "- inputs: " << o.in.q << ", " << o.in.k << ", " << o.in.v << "\n\n";
+       << "- inputs: " << o.in.q << ", " << o.in.k << ", " << o.in.v << "\n"
+       << "- oracle: " << fc::describe_oracle_use() << "\n\n";
     for (const auto& r : outcomes) md << "- " << verdict_line(r) << "\n";
     md << "\n## Worst elements of the candidate\n\n" << worst_table(p, v, true) << "\nA reproducer: `" << reproduce << "`\n";
     files.stage(json_path, j.dump(2) + "\n");
@@ -263,6 +270,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--worst", opts->worst, "how many worst elements to show (default 8)");
   cmd->add_flag("--quiet", opts->quiet, "only the verdict lines");
   fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for a plugin --subject");
+  fc::report::add_oracle_flag(cmd, opts->oracle);
   cmd->callback([opts, &exit_code] {
     try {
       exit_code = run_compare(*opts);

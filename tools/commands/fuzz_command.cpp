@@ -30,9 +30,11 @@
 #include "properties/fuzz_check.h"
 #include "properties/fuzz_decode.h"
 #include "properties/fuzz_reproduce.h"
+#include "properties/oracle.h"
 #include "tools/command_registry.h"
 #include "tools/report/atomic_file.h"
 #include "tools/report/interrupt.h"
+#include "tools/report/oracle_option.h"
 #include "tools/report/reproducer.h"
 #include "tools/report/subject_choice.h"
 
@@ -53,6 +55,7 @@ struct FuzzOptions {
   bool quiet = false;
   bool no_score_guard = false, no_output_headroom = false;
   fc::report::Isolation isolation{"auto", 300, true};
+  std::string oracle;
 };
 
 // The limits by name, with the domain guards as the options (or the reproducer) say.
@@ -309,6 +312,7 @@ int run_campaign(const FuzzOptions& o) {
             << fmt::format("  time               {:.1f} s{}\n", secs, fc::report::interrupted() ? " (interrupted)" : "")
             << fmt::format("  cases              {} ({:.1f}/s), {} checked, {} skipped as unsupported\n", t.cases,
                            t.cases / std::max(secs, 1e-9), t.cases - t.skipped - t.oracle_errors, t.skipped)
+            << fmt::format("  oracle             {}\n", fc::describe_oracle_use())
             << fmt::format("  isolation probes   {}\n", t.probes)
             << fmt::format("  elements checked   {} O elements (finite reference)\n", t.elements)
             << fmt::format("  worst error/bound  {:.4g}{}\n", t.worst_ratio, t.worst_case.empty() ? "" : " (" + t.worst_case + ")")
@@ -359,8 +363,10 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--explain", opts->explain, "print a reproducer (libFuzzer crash file or .bin) as a readable case and a regression test");
   cmd->add_flag("--run", opts->run, "with --explain: also run the case on the subject and print the verdict");
   fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for plugins and our CUDA subjects");
+  fc::report::add_oracle_flag(cmd, opts->oracle);
   cmd->callback([opts, &exit_code, subject_opt, plugin_opt, limits_opt] {
     try {
+      fc::report::choose_oracle(opts->oracle);
       if (!opts->explain.empty())
         exit_code = run_explain(*opts, subject_opt->count() + plugin_opt->count() > 0, limits_opt->count() > 0);
       else

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "properties/oracle.h"
 #include "tools/command_registry.h"
 #include "tools/report/aggregate.h"
 #include "tools/report/atomic_file.h"
@@ -18,6 +19,7 @@
 #include "tools/report/environment.h"
 #include "tools/report/interrupt.h"
 #include "tools/report/list_options.h"
+#include "tools/report/oracle_option.h"
 #include "tools/report/report_writers.h"
 #include "tools/report/resources.h"
 #include "tools/report/subject_choice.h"
@@ -37,6 +39,7 @@ struct ReportFlags {
   std::string from, rerun, progress = "auto";
   bool no_plots = false, quiet = false, dry_run = false;
   Isolation isolation;
+  std::string oracle;
 };
 
 // The command line that reproduces a campaign, spelled out in full (the report records it).
@@ -47,9 +50,10 @@ std::string command_for(const CampaignSpec& s, const std::string& out) {
   for (const auto& t : s.tiles) tiles.push_back(tile_name(t));
   return fmt::format(
       "flashcheck report --subjects {} --recipes {} --n {} --d {} --masks '{}' --distributions {} --tiles {} "
-      "--batch {} --heads-q {} --heads-kv {} --seed {} --cases {} --out {}",
+      "--batch {} --heads-q {} --heads-kv {} --seed {} --cases {} --oracle {} --out {}",
       join(s.subjects), join(recipe_names(s.recipes)), join(ns), join(ds), join(s.masks, ";"),
-      join(distribution_names(s.distributions)), join(tiles), s.batch, s.heads_q, s.heads_kv, s.seed, s.cases, out);
+      join(distribution_names(s.distributions)), join(tiles), s.batch, s.heads_q, s.heads_kv, s.seed, s.cases,
+      oracle_name(current_oracle()), out);
 }
 
 int exit_code_for(const ReportData& r) {
@@ -123,6 +127,7 @@ int run(const ReportFlags& f, bool out_given) {
 
   // From here on, Ctrl-C means "stop after the case in hand and write what there is".
   install_interrupt_handler();
+  choose_oracle(f.oracle);
   const CampaignSpec spec = spec_from_flags(f);
   // Open every subject before any work: an unknown name or a missing GPU is a usage error, now.
   std::map<std::string, Capabilities> caps;
@@ -193,6 +198,7 @@ int run(const ReportFlags& f, bool out_given) {
   r.partial = result.partial;
   r.wall_seconds = result.wall_seconds;
   r.env.unrounded_inputs = result.unrounded_source;
+  r.env.oracle = describe_oracle_use();
 
   const PlotStatus plots = write_report(r, folder, files, true, !f.no_plots);
   print_summary(r, plots, folder);
@@ -251,8 +257,9 @@ void add_report(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress output");
   cmd->add_flag("--dry-run", flags->dry_run, "Print the cases the campaign would run, and exit");
   add_isolation_flags(cmd, flags->isolation, "a worker for plugins");
+  add_oracle_flag(cmd, flags->oracle);
   for (const char* name : {"--recipes", "--subjects", "--plugin", "--n", "--d", "--masks", "--distributions", "--tiles", "--batch",
-                           "--heads-q", "--heads-kv", "--seed", "--cases", "--rerun", "--dry-run", "--jobs"})
+                           "--heads-q", "--heads-kv", "--seed", "--cases", "--rerun", "--dry-run", "--jobs", "--oracle"})
     from->excludes(cmd->get_option(name));
   cmd->footer("Exit: 0 every element within budget; 1 violations or a failed case (an error, a crash or a hang of "
               "the subject); 2 usage or input error, a campaign larger than the machine's memory, or one whose "

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "properties/check_pipeline.h"
+#include "properties/oracle.h"
 #include "reference/error_budget.h"
 #include "tools/report/aggregate.h"
 #include "tools/report/fa3_inputs.h"
@@ -220,7 +221,7 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
       c.message = std::string("subject failed: ") + e.what();
       return done(c);
     }
-    const Float64Attention ref = exact_attention_f64(p, in);
+    const Float64Attention ref = exact_reference(p, in, o);
     const Judgement judged = judge_output(p, in, o, caps, out, ref, size_t(keep_worst));
     const ErrorBudget& budget = judged.budget;
     const BudgetVerdict& v = judged.verdict;
@@ -261,7 +262,8 @@ CaseRecord run_case(Subject& subject, const Capabilities& caps, CaseRecord c, in
       }
     }
     if (c.distribution == Distribution::fa3_outliers) {
-      // The FA-3 paper's way: against the exact attention of the inputs before rounding.
+      // The FA-3 paper's way: against the exact attention of the inputs before rounding (doubles, which
+      // only the CPU oracle takes).
       UnroundedInputs u = unrounded_fa3_inputs(p, c.seed);
       if (unrounded_source) *unrounded_source = u.source;
       const Float64Attention ref_u = exact_attention_f64(p, u.inputs);

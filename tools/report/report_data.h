@@ -96,6 +96,7 @@ struct Environment {
   int jobs = 1;
   std::string command_line;  // the flashcheck report invocation that made it
   std::string unrounded_inputs;  // how the fa3 "unrounded" inputs were obtained
+  std::string oracle = "cpu";    // who judged: properties/oracle.h describe_oracle_use()
 };
 
 // Grid points a subject cannot run (its capabilities exclude the head dim, mask, tile...). They are

@@ -88,7 +88,7 @@ json to_json(const ReportData& r) {
                       {"cpu", e.cpu},                               {"gpu", e.gpu},
                       {"driver", e.driver},                         {"started_utc", e.started_utc},
                       {"jobs", e.jobs},                             {"command_line", e.command_line},
-                      {"unrounded_inputs", e.unrounded_inputs}};
+                      {"unrounded_inputs", e.unrounded_inputs},     {"oracle", e.oracle}};
 
   json recipes = json::array();
   for (const RecipeParams& p : r.recipes)
@@ -223,6 +223,7 @@ ReportData report_from_json(const json& j) {
   env.jobs = get_or<int>(e, "jobs", 1);
   env.command_line = get_or<std::string>(e, "command_line", "");
   env.unrounded_inputs = get_or<std::string>(e, "unrounded_inputs", "");
+  env.oracle = get_or<std::string>(e, "oracle", "cpu");  // reports before the GPU oracle were judged on the CPU
 
   for (const json& p : j.value("recipes", json::array())) {
     RecipeParams q;

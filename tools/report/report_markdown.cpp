@@ -241,9 +241,9 @@ std::string render_markdown(const ReportData& r, const PlotStatus& plots) {
   const Environment& e = r.env;
   out(fmt::format("| | |\n|---|---|\n| flashcheck | {} (git {}) |\n| commit | {} |\n| compiler | {} ({}) |\n"
                   "| flags | `{}` |\n| CUDA build | {} |\n| host | {} |\n| CPU | {} |\n| GPU | {} |\n| driver | {} |\n"
-                  "| started | {} |\n| worker threads | {} |\n| command | `{}` |\n\n",
+                  "| started | {} |\n| worker threads | {} |\n| command | `{}` |\n| oracle | {} |\n\n",
                   e.flashcheck_version, e.git_describe, e.git_commit, e.compiler, e.build_type, e.cxx_flags,
-                  e.cuda_build, e.host, e.cpu, e.gpu, e.driver, e.started_utc, e.jobs, e.command_line));
+                  e.cuda_build, e.host, e.cpu, e.gpu, e.driver, e.started_utc, e.jobs, e.command_line, e.oracle));
   out("### Recipes\n\n| recipe | Q,K,V | MMA operands | P | O | u(input) | u(output) | accumulation | "
       "normalisation | l from fp32 P | two-level accum |\n|---|---|---|---|---|---:|---:|---|---|---|---|\n");
   for (const RecipeParams& p : r.recipes)
