@@ -88,7 +88,7 @@ if want fp8; then
   step fp8_tflops_two_level 60 "$bin/bench_fused_attention" --recipes e4m3,e5m2 --dims 64,128,256 \
     --seqs 1024,4096,16384 --reps 10 --flags 2
 fi
-want oracle_agreement && step oracle_agreement 240 "$bin/oracle_agreement_test"
+want oracle_agreement && step oracle_agreement "${ORACLE_AGREEMENT_SECONDS:-240}" "$bin/oracle_agreement_test"
 if want oracle_scale; then
   # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal[:NK] ...).
   for shape in ${ORACLE_SHAPES:-1:16:16384:128:bf16:0}; do
@@ -97,17 +97,17 @@ if want oracle_scale; then
   done
 fi
 if want oracle_cli; then
-  # The commands judged by the GPU oracle (--oracle gpu): one case, the default report, a short fuzz run,
-  # the plugin property suite, and the CLI test's GPU branch.
-  step oracle_check 60 "$FLASHCHECK_EXE" check --subject cuda --recipe bf16 --n 4096 --d 128 --mask causal --oracle gpu
-  step oracle_report 120 "$FLASHCHECK_EXE" report --subjects emulation,cuda --oracle gpu --out "$res/oracle-report" \
-    --progress lines
-  step oracle_fuzz 60 "$FLASHCHECK_EXE" fuzz --subject cuda --seconds 30 --seed 8 --jobs 16 --oracle gpu \
-    --out "$res/oracle-fuzz"
-  step oracle_properties 90 "$bin/flashcheck-properties" --plugin .dev/flashcheck/lib/libflashcheck_cuda_plugin.so \
-    --cases 20 --fuzz-cases 100 --require-gpu --oracle gpu
-  step oracle_cli_test 60 env FLASHCHECK_EXE="$FLASHCHECK_EXE" "$bin/cli_usage_test" \
+  # The commands judged by the GPU oracle (--oracle gpu): the CLI test's GPU branch, one case, the default
+  # report, the plugin property suite and a short fuzz run.
+  step oracle_cli_test 20 env FLASHCHECK_EXE="$FLASHCHECK_EXE" "$bin/cli_usage_test" \
     --gtest_filter='CliUsage.OracleFlagIsCheckedAndReported'
+  step oracle_check 30 "$FLASHCHECK_EXE" check --subject cuda --recipe bf16 --n 4096 --d 128 --mask causal --oracle gpu
+  step oracle_report 60 "$FLASHCHECK_EXE" report --subjects emulation,cuda --oracle gpu --out "$res/oracle-report" \
+    --progress lines --no-plots
+  step oracle_properties 45 "$bin/flashcheck-properties" --plugin .dev/flashcheck/lib/libflashcheck_cuda_plugin.so \
+    --cases 10 --fuzz-cases 40 --require-gpu --oracle gpu
+  step oracle_fuzz 30 "$FLASHCHECK_EXE" fuzz --subject cuda --seconds 15 --seed 8 --jobs 16 --oracle gpu \
+    --out "$res/oracle-fuzz"
 fi
 if want oracle_grid; then
   # Every shape of the benchmark grid judged by the GPU oracle (ORACLE_GRID_RECIPES), one table.
