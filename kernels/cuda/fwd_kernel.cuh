@@ -213,6 +213,18 @@ __device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2]
     }
 }
 
+// Every m-tile's A fragment times one ldmatrix_x4 B fragment, whose halves are the 8-column n-tiles
+// 2 np and 2 np + 1 of c: the inner step of both S = Q K^T and O += P~ V.
+template <typename Mma, int kMT, int kNT>
+__device__ __forceinline__ void mma_n_tile_pair(float (&c)[kMT][kNT][4], const uint32_t (&a)[kMT][4],
+                                                const uint32_t (&b)[4], int np) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    tile::mma(Mma{}, c[mt][2 * np], a[mt], b[0], b[1]);
+    tile::mma(Mma{}, c[mt][2 * np + 1], a[mt], b[2], b[3]);
+  }
+}
+
 // O += P~ V for the 16-bit recipes over the P.V k-steps [kKK0, kKK1) of a step (16 keys each): the
 // packed P~ of two n-tiles is the A operand as it stands; V comes through ldmatrix.trans. With
 // kLOnTensorCores also l += P~ times ones, in the same k-steps (kRowwiseL: one accumulator per m-tile).
@@ -265,11 +277,7 @@ __device__ __forceinline__ void pv_mma_16bit(float (&acc)[kMT][Tr::kNTilesO][4],
     for (int dp = 0; dp < Tr::kNTilesO / 2; ++dp) {
       uint32_t bv[4];
       tile::ldmatrix_x4_trans(bv, tile::smem_addr(sv_s + v_off + kk * 16 * Tr::kSmemRow + dp * 32));
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        tile::mma(Mma{}, acc[mt][2 * dp], a[mt], bv[0], bv[1]);
-        tile::mma(Mma{}, acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
-      }
+      mma_n_tile_pair<Mma>(acc, a, bv, dp);
     }
   }
 }
@@ -580,11 +588,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           for (int np = 0; np < kNTilesSub / 2; ++np) {
             uint32_t bk[4];
             tile::ldmatrix_x4(bk, tile::smem_addr(sk_s + b_off + np * 16 * Tr::kSmemRow + ks * 32));
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              tile::mma(Mma{}, s[mt][2 * np], a[mt], bk[0], bk[1]);
-              tile::mma(Mma{}, s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
-            }
+            detail::mma_n_tile_pair<Mma>(s, a, bk, np);
           }
         }
 
