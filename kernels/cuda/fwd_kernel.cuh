@@ -409,6 +409,19 @@ __device__ __forceinline__ BlockPlace place_block(const FwdParams& p, int bx, in
   return bp;
 }
 
+// Calls f(mt, r, row) for each row the warp holds (m-tile mt, half r: row warp_row0 + 16 mt + 8 r) that
+// lies inside the problem: the epilogue's walk over a warp's accumulator rows.
+template <int kMT, typename F>
+__device__ __forceinline__ void for_each_row(int warp_row0, int n_q, F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_row0 + 16 * mt + 8 * r;
+      if (row < n_q) f(mt, r, row);
+    }
+}
+
 }  // namespace detail
 
 // One block's work, at grid position (bx, by, bz). kGuard = false: the fast path (fwd_kernel), which
@@ -797,55 +810,44 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
       stored = true;
     }
   }
-  if (stored) {
-  } else
+  if (stored) return;
   if (p.num_splits == 1) {
     auto* o_g = static_cast<OutBits*>(p.o) + static_cast<long long>(b) * p.o_stride[0] +
                 static_cast<long long>(h) * p.o_stride[1];
+    detail::for_each_row<kMT>(warp_row0, p.n_q, [&](int mt, int r, int row) {
+      const float l = sm[mt].row_sum[r];
+      const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+      OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = warp_row0 + 16 * mt + 8 * r;
-        if (row >= p.n_q) continue;
-        const float l = sm[mt].row_sum[r];
-        const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
-        OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
-#pragma unroll
-        for (int i = 0; i < Tr::kNTilesO; ++i) {
-          // A row with no visible key is 0 by definition, also when its accumulator holds 0 * NaN from a
-          // NaN value row that other rows of the tile see (the MMA cannot skip a zero P).
-          float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
-          float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
-          if constexpr (Tr::kIsFp8) {
-            x0 = __fmul_rn(x0, p.v_descale);
-            x1 = __fmul_rn(x1, p.v_descale);
-          }
-          *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
+      for (int i = 0; i < Tr::kNTilesO; ++i) {
+        // A row with no visible key is 0 by definition, also when its accumulator holds 0 * NaN from a
+        // NaN value row that other rows of the tile see (the MMA cannot skip a zero P).
+        float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
+        float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
+        if constexpr (Tr::kIsFp8) {
+          x0 = __fmul_rn(x0, p.v_descale);
+          x1 = __fmul_rn(x1, p.v_descale);
         }
-        if (p.lse && t == 0) {
-          p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-              l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
-                       : -INFINITY;
-        }
+        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
       }
+      if (p.lse && t == 0) {
+        p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
+            l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
+                     : -INFINITY;
+      }
+    });
   } else {
+    detail::for_each_row<kMT>(warp_row0, p.n_q, [&](int mt, int r, int row) {
+      const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
+      float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = warp_row0 + 16 * mt + 8 * r;
-        if (row >= p.n_q) continue;
-        const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
-        float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
-#pragma unroll
-        for (int i = 0; i < Tr::kNTilesO; ++i)
-          *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[mt][i][2 * r], acc[mt][i][2 * r + 1]);
-        if (t == 0) {
-          p.ws_m[idx] = sm[mt].row_max[r];
-          p.ws_l[idx] = sm[mt].row_sum[r];
-        }
+      for (int i = 0; i < Tr::kNTilesO; ++i)
+        *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[mt][i][2 * r], acc[mt][i][2 * r + 1]);
+      if (t == 0) {
+        p.ws_m[idx] = sm[mt].row_max[r];
+        p.ws_l[idx] = sm[mt].row_sum[r];
       }
+    });
   }
 }
 
