@@ -218,10 +218,11 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
       for (int d : {256, 128, 512})
         if (d > space.max_d && d <= space.max_wide_d) wide.push_back(d);
     }
-    // Long rows (one dimension past 2^15 or 2^16, the other at most 8 keys or rows) where they fit the
-    // work cap with the smallest head dim.
+    // Long rows (one dimension past 2^15 or 2^16, the other at most 8 keys or rows) where one row of
+    // them fits the work cap with the head dim they get (at most 2, else the subject's smallest).
     const int d_min = *std::min_element(dims.begin(), dims.end());
-    const bool can_long = space.long_len >= 32767 && size_t(space.long_len) * size_t(2 * std::min(d_min, 2)) <= space.max_work;
+    const int d_long = caps.head_dims.empty() ? 2 : d_min;
+    const bool can_long = space.long_len >= 32767 && size_t(space.long_len) * size_t(2 * d_long) <= space.max_work;
     enum class Shape { ordinary, wide, long_rows };
     const Shape shape = *weighted_value<Shape>(
         {{6, Shape::ordinary}, {wide.empty() ? 0 : 3, Shape::wide}, {can_long ? 2 : 0, Shape::long_rows}});
@@ -232,7 +233,7 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
       const bool long_q = *gen::element(true, false);
       p.n_q = long_q ? long_len : short_len;
       p.n_k = long_q ? short_len : long_len;
-      p.d = p.dv = caps.head_dims.empty() ? *gen::element(1, 2) : d_min;
+      p.d = p.dv = caps.head_dims.empty() ? *gen::element(1, 2) : d_long;
     } else {
       // Nk at Bc boundaries, Nq at Br boundaries or equal to Nk.
       const int64_t max_len = shape == Shape::wide ? std::min<int64_t>(space.max_len, 96) : space.max_len;
