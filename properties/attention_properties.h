@@ -68,7 +68,8 @@ PropertyResult shift_property(Subject& s, const GeneratedCase& c);
 PropertyResult empty_rows_property(Subject& s, const GeneratedCase& c);
 // NaN reaches exactly the outputs that depend on it (the reference's NaN pattern), in O and LSE.
 PropertyResult nan_property(Subject& s, const GeneratedCase& c);
-// The same input gives bitwise the same output, run after run, and a batch's rows do not depend on
+// The same input gives bitwise the same output, run after run, also after a run on NaN inputs (a
+// kernel's state, shared memory or scratch, must not carry over), and a batch's rows do not depend on
 // the other batches (one batch alone gives bitwise that batch's rows).
 PropertyResult determinism_property(Subject& s, const GeneratedCase& c);
 // Output sizes are exactly [B,Hq,Nq,dv] and [B,Hq,Nq]; nothing but 0 in rows that must be 0; no inf

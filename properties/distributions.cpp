@@ -8,8 +8,9 @@
 namespace fc {
 
 namespace {
-constexpr std::array<std::string_view, 8> names = {"normal", "fa3_outliers",      "large_range", "equal_scores",
-                                                    "sinks",  "v_mean",            "increasing_scores", "subnormal"};
+constexpr std::array<std::string_view, 10> names = {
+    "normal", "fa3_outliers", "large_range", "equal_scores",   "sinks",
+    "v_mean", "increasing_scores", "subnormal", "below_sentinel", "late_peak"};
 
 // Rounds a tensor to the recipe's input format; fp8 first picks a power-of-two descale that maps the
 // largest magnitude into range, so that the stored values are format values and the true values are
@@ -103,6 +104,42 @@ AttentionInputs make_inputs(const Problem& p, Distribution d, Recipe r, uint64_t
         for (double& x : *t) x = std::ldexp(g(rng), s.emin + shift(rng));
       // Keep V ordinary in half the tensor so outputs are not all subnormal themselves.
       for (size_t i = 0; i < in.v.size(); i += 2) in.v[i] = g(rng);
+      break;
+    }
+    case Distribution::below_sentinel: {
+      // q_i = a_i (1, ..., 1), k_j = -beta (1, ..., 1) + noise: raw scores -a_i beta d + O(a_i sqrt(d) sigma),
+      // with beta^2 d = 1.1 times a sentinel and a_i / beta in [0.8, 1.3]: most rows lie wholly below it.
+      // The noise gives each row a spread of about 2 in scaled units (more once rounded to the format).
+      constexpr double sentinels[] = {5e4, 1e4, 3e4, 65504.0};
+      const double target = 1.1 * sentinels[rng() % 4];
+      const double beta = std::sqrt(target / p.d), sigma = 2.0 / beta;
+      fill(in.v, 0, 1);
+      for (double& x : in.k) x = -beta + sigma * g(rng);
+      for (int b = 0; b < p.batch; ++b)
+        for (int h = 0; h < p.heads_q; ++h)
+          for (int64_t i = 0; i < p.n_q; ++i) {
+            const double a = beta * (0.8 + 0.5 * unif(rng));
+            for (int c = 0; c < p.d; ++c) in.q[p.q_index(b, h, i, c)] = a * (1.0 + 1e-3 * g(rng));
+          }
+      break;
+    }
+    case Distribution::late_peak: {
+      // Scores N(0, 0.5^2) in scaled units; channel 0 carries the peak: K[., 0] is 0 except at the last
+      // key of each batch's key range, and the even rows' Q[., 0] puts 2, 3 or 4 (scaled units) on that
+      // key's score, 1 to 4 log2 units over the row's earlier maximum; odd rows get 0 there.
+      const double scale = std::fabs(p.effective_scale()), kappa = 2.0;
+      const double sigma = std::sqrt(0.5 / (scale * std::sqrt(double(p.d))));
+      fill(in.q, 0, sigma);
+      fill(in.k, 0, sigma);
+      fill(in.v, 0, 1);
+      for (int b = 0; b < p.batch; ++b) {
+        const int64_t last = p.key_length(b) - 1;
+        for (int h = 0; h < p.heads_kv; ++h)
+          for (int64_t j = 0; j < p.n_k; ++j) in.k[p.k_index(b, h, j, 0)] = j == last ? kappa : 0.0;
+        for (int h = 0; h < p.heads_q; ++h)
+          for (int64_t i = 0; i < p.n_q; ++i)
+            in.q[p.q_index(b, h, i, 0)] = i % 2 ? 0.0 : (2.0 + double((i / 2) % 3)) / (scale * kappa);
+      }
       break;
     }
   }

@@ -1,5 +1,6 @@
 // Value distributions for Q, K, V: the shapes of data that break attention kernels (outliers, huge
-// score ranges, sinks, V with a large mean, a running max that grows at every tile, subnormals).
+// score ranges, sinks, V with a large mean, a running max that grows at every tile, subnormals, scores
+// below the finite "minus infinity" sentinels kernels use, a running max that grows late in one row).
 // Plain seeded generators, shared by the property suite, the report and the fuzz driver, so a
 // distribution means the same thing everywhere it is named.
 #pragma once
@@ -23,11 +24,16 @@ enum class Distribution {
   v_mean,             // V ~ N(10, 1): a large channel mean, where summing l matters
   increasing_scores,  // scores grow with the key index: the running max changes at every tile
   subnormal,          // values down in the input format's subnormal range
+  below_sentinel,     // every raw score q.k near -1e4..-6.5e4 (the finite "-inf" of FlashInfer, HF, fp16's
+                      // lowest), most rows entirely below the sentinel, a few above it
+  late_peak,          // scores N(0, 0.5^2), but every other row's score with the last key of the key range
+                      // is 2 to 4: the running max grows late in one row, not in its neighbours
 };
 
-inline constexpr std::array<Distribution, 8> all_distributions = {
-    Distribution::normal, Distribution::fa3_outliers, Distribution::large_range,       Distribution::equal_scores,
-    Distribution::sinks,  Distribution::v_mean,       Distribution::increasing_scores, Distribution::subnormal};
+inline constexpr std::array<Distribution, 10> all_distributions = {
+    Distribution::normal,    Distribution::fa3_outliers,   Distribution::large_range, Distribution::equal_scores,
+    Distribution::sinks,     Distribution::v_mean,         Distribution::increasing_scores,
+    Distribution::subnormal, Distribution::below_sentinel, Distribution::late_peak};
 
 std::string_view distribution_name(Distribution d);
 std::optional<Distribution> parse_distribution(std::string_view name);

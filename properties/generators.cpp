@@ -93,9 +93,13 @@ rc::Gen<int64_t> gen_length(int bc, int64_t max_len) {
   auto clamp = [max_len](int64_t x) { return std::clamp<int64_t>(x, 1, max_len); };
   auto boundary = gen::apply([bc, clamp](int64_t k, int delta) { return clamp(k * bc + delta); },
                              gen::inRange<int64_t>(1, kmax + 1), gen::element(0, 1, -1));
+  // Two or three tiles at any size (the multiple above grows with RapidCheck's size): the first cases
+  // already step the online softmax more than once.
+  auto few_tiles = gen::apply([bc, clamp](int64_t k, int delta) { return clamp(k * bc + delta); },
+                              gen::element<int64_t>(2, 3), gen::element(1, 0, -1));
   auto below_tile = gen::map(gen::inRange<int64_t>(1, std::max<int64_t>(2, bc)), clamp);
   auto free = gen::inRange<int64_t>(1, max_len + 1);
-  return weighted_gen<int64_t>({{1, just_len(1)}, {2, below_tile}, {5, boundary}, {2, free}});
+  return weighted_gen<int64_t>({{1, just_len(1)}, {2, below_tile}, {5, boundary}, {2, few_tiles}, {2, free}});
 }
 
 rc::Gen<HostileEdit> gen_hostile_edit(int nan_weight) {
@@ -194,37 +198,68 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
     GeneratedCase c;
     Problem& p = c.problem;
     RunOptions& o = c.options;
-    o.recipe = *gen::elementOf(caps.recipes);
+    // fp8 recipes twice as often as the others: their narrow range, saturation and descales are where
+    // format bugs live.
+    std::vector<std::pair<int, Recipe>> recipes;
+    for (Recipe r : caps.recipes) recipes.push_back({r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2 ? 2 : 1, r});
+    o.recipe = *weighted_value<Recipe>(recipes);
     const TileSize t = *gen_tile(caps, o.recipe);
     o.tile_m = t.m;
     o.tile_n = t.n;
     const int bc = t.n > 0 ? t.n : 64, br = t.m > 0 ? t.m : 64;
 
-    // Shapes: Nk at Bc boundaries, Nq at Br boundaries or equal to Nk.
-    p.n_k = *gen_length(bc, space.max_len);
-    p.n_q = *weighted_gen<int64_t>({{1, just_len(p.n_k)}, {3, gen_length(br, space.max_len)}});
-
-    std::vector<int> dims;
+    // Head dims: the subject's list, else small and odd ones, or the kernels' wide ones (with short rows).
+    std::vector<int> dims, wide;
     if (!caps.head_dims.empty()) {
       dims = caps.head_dims;
     } else {
       for (int d : {4, 8, 16, 32, 64, 1, 2, 3, 5, 7, 13, 31, 33, 59})
         if (d <= space.max_d) dims.push_back(d);
+      for (int d : {256, 128, 512})
+        if (d > space.max_d && d <= space.max_wide_d) wide.push_back(d);
     }
-    p.d = *gen::elementOf(dims);
-    p.dv = p.d;
-    if (caps.dv_may_differ && *weighted_value<bool>({{3, false}, {1, true}})) p.dv = *gen::elementOf(dims);
+    // Long rows (one dimension past 2^15 or 2^16, the other at most 8 keys or rows) where one row of
+    // them fits the work cap with the head dim they get (at most 2, else the subject's smallest).
+    const int d_min = *std::min_element(dims.begin(), dims.end());
+    const int d_long = caps.head_dims.empty() ? 2 : d_min;
+    const bool can_long = space.long_len >= 32767 && size_t(space.long_len) * size_t(2 * d_long) <= space.max_work;
+    enum class Shape { ordinary, wide, long_rows };
+    const Shape shape = *weighted_value<Shape>(
+        {{6, Shape::ordinary}, {wide.empty() ? 0 : 3, Shape::wide}, {can_long ? 2 : 0, Shape::long_rows}});
 
-    p.batch = *gen::inRange(1, space.max_batch + 1);
-    p.heads_kv = *gen::inRange(1, space.max_heads_kv + 1);
-    const int group = caps.gqa ? *gen::element(1, 2, 4, 3) : 1;
-    p.heads_q = p.heads_kv * group;
-    // Keep the CPU cost bounded: fewer batches and heads first, then shorter rows.
+    if (shape == Shape::long_rows) {
+      const int64_t long_len = std::min<int64_t>(space.long_len, *gen::element<int64_t>(32769, 65537, 32767, 32768));
+      const int64_t short_len = *gen_length(bc, 8);
+      const bool long_q = *gen::element(true, false);
+      p.n_q = long_q ? long_len : short_len;
+      p.n_k = long_q ? short_len : long_len;
+      p.d = p.dv = caps.head_dims.empty() ? *gen::element(1, 2) : d_long;
+    } else {
+      // Nk at Bc boundaries, Nq at Br boundaries or equal to Nk.
+      const int64_t max_len = shape == Shape::wide ? std::min<int64_t>(space.max_len, 96) : space.max_len;
+      const std::vector<int>& ds = shape == Shape::wide ? wide : dims;
+      p.n_k = *gen_length(bc, max_len);
+      p.n_q = *weighted_gen<int64_t>({{1, just_len(p.n_k)}, {3, gen_length(br, max_len)}});
+      p.d = *gen::elementOf(ds);
+      p.dv = p.d;
+      if (caps.dv_may_differ && *weighted_value<bool>({{3, false}, {1, true}})) p.dv = *gen::elementOf(ds);
+      // At full size from the first case: varlen batches and GQA groups need more than one of each.
+      p.batch = *gen::resize(100, gen::inRange(1, space.max_batch + 1));
+      p.heads_kv = *gen::resize(100, gen::inRange(1, space.max_heads_kv + 1));
+      // GQA group ratios: powers of two and the others (3, 5, 6, 7, 12), up to 16.
+      const int group = caps.gqa ? *weighted_value<int>({{3, 1}, {2, 2}, {2, 4}, {2, 3}, {1, 8}, {1, 5}, {1, 6},
+                                                         {1, 7}, {1, 12}, {1, 16}})
+                                 : 1;
+      p.heads_q = p.heads_kv * group;
+    }
+    // Keep the CPU cost bounded: fewer batches first, then rows longer than 64, then heads.
     while (work(p) > space.max_work) {
       if (p.batch > 1) --p.batch;
-      else if (p.heads_q > 1) p.heads_kv = p.heads_q = 1;
-      else if (p.n_q > 1) p.n_q = (p.n_q + 1) / 2;
-      else p.n_k = (p.n_k + 1) / 2;
+      else if (std::max(p.n_q, p.n_k) > 64 || (p.heads_q == 1 && std::max(p.n_q, p.n_k) > 1)) {
+        if (p.n_q >= p.n_k) p.n_q = (p.n_q + 1) / 2;
+        else p.n_k = (p.n_k + 1) / 2;
+      } else if (p.heads_q > 1) p.heads_kv = p.heads_q = 1;
+      else break;
     }
     switch (*gen::element(0, 1, 2, 3)) {
       case 0: break;  // 1/sqrt(d)
@@ -248,8 +283,8 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
         break;
     }
     if (space.need_empty_row && !p.has_empty_row()) {
-      // Bottom-right causal/window with Nq > Nk leaves the top rows empty.
-      if (p.window.active() && p.window.align == Align::bottom_right) {
+      // Bottom-right causal/window with Nq > Nk leaves the top rows empty (not for long key rows).
+      if (p.window.active() && p.window.align == Align::bottom_right && p.n_k < space.max_len) {
         p.window.right = 0;
         p.n_q = std::max(p.n_q, p.n_k + 1 + *gen::inRange<int64_t>(0, std::max(2, bc)));
         p.n_q = std::min<int64_t>(p.n_q, std::max(space.max_len, p.n_k + 1));
@@ -264,6 +299,9 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
       p.key_lengths[0] = p.n_k - 1 - *gen::inRange<int64_t>(0, p.n_k - 1);
     }
 
+    // An uninitialised KV cache: NaN past each key length (masked, so it must change nothing).
+    if (space.hostile && !p.key_lengths.empty()) c.nan_padding = *weighted_value<bool>({{1, false}, {3, true}});
+
     c.distribution = *gen::elementOf(all_distributions);
     c.seed = *gen::arbitrary<uint64_t>();
     if (space.hostile) {
@@ -277,7 +315,8 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
     }
 
     if (space.vary_options) {
-      if (caps.split_kv) o.num_splits = *weighted_value<int>({{4, 1}, {1, 2}, {1, 3}, {1, 4}});
+      // Split-KV more often over varlen batches, where each sequence's own length must cut its splits.
+      if (caps.split_kv) o.num_splits = *weighted_value<int>({{p.key_lengths.empty() ? 4 : 1, 1}, {1, 2}, {1, 3}, {1, 4}});
       if (caps.fa1) o.normalisation = *weighted_value<Normalisation>({{3, Normalisation::fa2}, {1, Normalisation::fa1}});
       if (caps.l_from_fp32_p) o.l_from_fp32_p = *weighted_value<bool>({{3, false}, {1, true}});
       const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
@@ -294,6 +333,15 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
 AttentionInputs GeneratedCase::materialize(RunOptions* options_out) const {
   RunOptions o = options;
   AttentionInputs in = make_inputs(problem, distribution, options.recipe, seed, &o);
+  if (nan_padding) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int b = 0; b < problem.batch; ++b)
+      for (int h = 0; h < problem.heads_kv; ++h)
+        for (int64_t j = problem.key_length(b); j < problem.n_k; ++j) {
+          std::fill_n(&in.k[problem.k_index(b, h, j, 0)], problem.d, nan);
+          std::fill_n(&in.v[problem.v_index(b, h, j, 0)], problem.dv, nan);
+        }
+  }
   const FormatSpec& f = spec(recipe_spec(options.recipe).input);
   for (const HostileEdit& e : edits) {
     std::vector<double>& t = e.tensor == 'q' ? in.q : e.tensor == 'k' ? in.k : in.v;
@@ -332,7 +380,8 @@ std::string GeneratedCase::describe() const {
     << " Br=" << options.tile_m << " Bc=" << options.tile_n << " splits=" << options.num_splits
     << (options.normalisation == Normalisation::fa1 ? " fa1" : " fa2") << (options.l_from_fp32_p ? " l_from_fp32_p" : "")
     << (options.two_level_accum ? " two_level" : "")
-    << (options.accumulation == Accumulation::ieee_fp32 ? " ieee_fp32_accum" : "") << " dist=" << distribution_name(distribution) << " seed=" << seed << " aux=" << aux;
+    << (options.accumulation == Accumulation::ieee_fp32 ? " ieee_fp32_accum" : "")
+    << (nan_padding ? " nan_padding" : "") << " dist=" << distribution_name(distribution) << " seed=" << seed << " aux=" << aux;
   for (const HostileEdit& e : edits) {
     const size_t size = e.tensor == 'q' ? problem.q_size() : e.tensor == 'k' ? problem.k_size() : problem.v_size();
     s << " " << e.tensor << "[" << (size ? e.position % size : 0) << "]=" << hostile_name(e.kind);

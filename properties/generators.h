@@ -4,9 +4,11 @@
 // with fully masked rows, no mask at all, NaN inputs, ...).
 //
 // Shapes are biased toward tile boundaries (k*Bc-1, k*Bc, k*Bc+1, 1, below one tile, Nq != Nk),
-// odd head dims, GQA and varlen batches. Every choice is one RapidCheck pick that shrinks toward the
-// simplest value (first element of a list, the low end of a range), so a counterexample shrinks to
-// a small readable problem such as "Nq=1 Nk=5 d=4 Bc=4 mask=none".
+// odd head dims and the kernels' wide ones (128..512), GQA group ratios up to 16, varlen batches with
+// NaN in the padding past each key length, and long rows (one dimension past 2^15 or 2^16 with the
+// other tiny). Every choice is one RapidCheck pick that shrinks toward the simplest value (first element
+// of a list, the low end of a range), so a counterexample shrinks to a small readable problem such as
+// "Nq=1 Nk=5 d=4 Bc=4 mask=none".
 #pragma once
 
 #include <cstdint>
@@ -51,7 +53,10 @@ std::string_view mask_kind_name(MaskKind m);
 // What a property asks of the generated cases.
 struct CaseSpace {
   int64_t max_len = 300;        // Nq, Nk <= max_len (the CPU emulation is slow on huge shapes)
-  int max_d = 64;               // d, dv <= max_d where the subject takes any head dim
+  int64_t long_len = 65537;     // long rows: one of Nq, Nk up to this (2^15 - 1 .. 2^16 + 1) with the other
+                                // at most 8 and d <= 2 (index widths: xformers #719); 0 = never
+  int max_d = 64;               // d, dv <= max_d where the subject takes any head dim, ...
+  int max_wide_d = 512;         // ... or one of the kernels' wide head dims up to this, with short rows
   int max_batch = 3;
   int max_heads_kv = 2;
   size_t max_work = 3'000'000;  // B * Hq * Nq * Nk * (d + dv) cap; batch and heads shrink first
@@ -71,6 +76,7 @@ struct GeneratedCase {
   uint64_t seed = 0;
   std::vector<HostileEdit> edits;
   MaskKind mask = MaskKind::none;
+  bool nan_padding = false;  // K and V past each batch's key length are NaN (an uninitialised KV cache)
   uint64_t aux = 0;  // a property's own choices (the other tile size, the permutation, ...); shrinks to 0
 
   // The inputs, rounded to the recipe's input format; writes the fp8 descales into *options.

@@ -1,7 +1,9 @@
 // The emulation's switchable bugs: the teeth of the property suite (every property must catch some
-// bug, tests/properties/property_teeth_test.cpp). They are gathered here: each function below is one
-// decision of the emulated kernel, written as the correct kernel makes it and as each bug gets it
-// wrong, so that the kernel's steps (emulated_steps.cpp) read as the algorithm with a hook per decision.
+// bug, tests/properties/property_teeth_test.cpp), and the catalogue of real bugs from public reports
+// (docs/known-bugs.md, tests/properties/known_bugs_test.cpp). They are gathered here: each function
+// below is one decision of the emulated kernel, written as the correct kernel makes it and as each bug
+// gets it wrong, so that the kernel's steps (emulated_steps.cpp) read as the algorithm with a hook per
+// decision.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,32 @@ enum class DeliberateBug {
   division_skipped_after_last_tile_max_change,  // O = a (no division by l) when the last tile raised the max
   l_from_fp32_p_without_budget,  // l summed from the fp32 P while V uses the rounded P, reported as the
                                  // default convention (the budget then assumes the centred form)
+
+  // The catalogue: real bugs, each modelled on its public report (docs/known-bugs.md).
+  v_padding_not_zeroed,          // flash-attention #1745: the last key tile's V rows past the key length are
+                                 // loaded as they are (not zero-filled) and multiplied by P = 0: 0 * NaN = NaN
+  k_smem_stale_past_end,         // flash-attention #1395: K rows past the key length keep what the shared
+                                 // tile held before (the buffer outlives the run); their P is masked by a
+                                 // multiplication by 0, so a stale NaN, or an exp2 overflow to inf, is NaN
+  running_max_finite_sentinel,   // FlashInfer #4451: the running max starts at -5e4 (a raw score) instead of
+                                 // -inf, so a row whose scores all lie below it underflows to O = 0, l = 0
+  masked_score_finite_sentinel,  // FlashInfer #4452: masked scores are -5e4 instead of -inf, so a fully
+                                 // masked row in a visited tile gets weight 1 per masked key: finite LSE
+  window_alignment_ignored,      // CUTLASS #2336, sparkinfer #3 (the class flash-attention #1778 asked
+                                 // about): causal and window masks aligned top-left whatever was asked
+  split_kv_stale_length,         // flash-attention #1192: the split-KV partition is computed from one
+                                 // length for the whole batch (a stale max_seqlen_k: here the shortest)
+                                 // instead of each sequence's own; tiles past it belong to no split
+  fp8_lazy_rescale_saturation,   // flash-attention #2716: fp8 keeps a stale max while the tile max grows by
+                                 // at most 4 (log2 units), P up to 2^12 saturates at e4m3's 448, and l is
+                                 // summed from the unclamped fp32 P
+  fp8_wide_head_dim_corrupt,     // cudnn-frontend #981: fp8 with d, dv > 192 is accepted and computes a
+                                 // fraction of the elements wrong (columns 192.. of each row block's last
+                                 // row are not divided by l; the report's mechanism is not public)
+  gqa_group_division_inexact,    // PyTorch #193893 (no public root cause; modelled generically): the kv head
+                                 // is h * fp16(1 / group), wrong for groups that are not powers of two
+  index_int16_overflow,          // xformers #719: row and key indices held in int16; rows and keys from 32768
+                                 // on load through a negative offset (here: NaN)
 };
 
 std::string_view bug_name(DeliberateBug bug);
@@ -50,6 +78,29 @@ struct BugHooks {
   bool skip_division(bool last_tile_raised_max) const {
     return bug == DeliberateBug::division_skipped_after_last_tile_max_change && last_tile_raised_max;
   }
+
+  // --- The catalogue's decisions ---
+  // The raw score masked keys get, and the running max starts from: -inf, or the finite sentinel.
+  float masked_score() const;
+  float initial_max() const;
+  // Whether the mask's diagonal is aligned bottom-right, given what was asked.
+  bool bottom_right(bool asked) const { return asked && bug != DeliberateBug::window_alignment_ignored; }
+  // Tiles per split for a row whose key tiles are [first, last), `hint` the length the buggy partition
+  // uses (the batch's shortest key length).
+  int64_t split_tiles(int64_t first, int64_t last, int splits, int bc, int64_t hint) const;
+  // How a key of a visited tile that the mask hides enters P.V: not at all (the correct kernel), with V
+  // read from memory (padding V not zero-filled), or with V = 0 and a stale score (stale shared memory).
+  enum class Hidden : uint8_t { skipped, v_read, stale_k };
+  Hidden hidden_key(int64_t j, int64_t len, int64_t n_k) const;
+  // fp8 lazy rescale: the max the tile's P is taken against (the old one while the growth is small).
+  float used_max(float m_old, float m_new, float c, bool fp8) const;
+  bool l_from_unclamped_p(bool fp8) const { return fp8 && bug == DeliberateBug::fp8_lazy_rescale_saturation; }
+  // Whether column `col` of row `i` skips the division by l (row block of br rows, n_q rows).
+  bool wide_head_dim_skip(bool fp8, int d, int dv, int col, int64_t i, int br, int64_t n_q) const;
+  // The kv head query head h reads (group = heads_q / heads_kv).
+  int kv_head(int h, int group) const;
+  // Whether row (or key) index x loads through a wrapped index.
+  bool index_wraps(int64_t x) const { return bug == DeliberateBug::index_int16_overflow && x > 32767; }
 };
 
 }  // namespace fc

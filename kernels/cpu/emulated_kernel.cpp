@@ -46,11 +46,12 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
 
   SubjectOutput out;
   // The plan as run. The l_from_fp32_p_without_budget bug sums l from the fp32 P but reports the
-  // convention that was asked for: that is the bug.
+  // convention that was asked for: that is the bug. fp8_lazy_rescale_saturation says it sums l from the
+  // fp32 P (flash-attention's convention there); its bug is the saturation.
   out.plan.tile = tile;
   out.plan.step_n = tile.n;
   out.plan.num_splits = st.splits;
-  out.plan.l_from_fp32_p = o.l_from_fp32_p;
+  out.plan.l_from_fp32_p = o.l_from_fp32_p || BugHooks{bug_}.l_from_unclamped_p(st.fp8);
   out.plan.accumulation = st.tensor_core ? Accumulation::tensor_core : Accumulation::ieee_fp32;
   out.plan.two_level_accum = st.two_level;
   out.o.assign(p.o_size(), 0.0);
@@ -59,6 +60,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
 
   emulation::HeadOperands ops;
   emulation::TileWork work(st.bc);
+  if (bug_ == DeliberateBug::k_smem_stale_past_end) work.smem_k = &smem_k_;
   std::vector<emulation::RowState> states(size_t(st.splits));
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h) {
@@ -67,7 +69,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
         const emulation::RowSchedule sched = emulation::schedule_row(st, p, b, i);
         for (int sp = 0; sp < st.splits; ++sp) {
           emulation::RowState& rs = states[size_t(sp)];
-          emulation::reset(rs, p.dv);
+          emulation::reset(st, rs, p.dv);
           int64_t nb0 = sched.first + sp * sched.per;
           const int64_t nb1 = std::min(nb0 + sched.per, sched.last);
           if (nb0 > nb1) nb0 = nb1;

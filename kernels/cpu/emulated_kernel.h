@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "kernels/cpu/deliberate_bugs.h"
 #include "kernels/subject.h"
@@ -30,6 +31,7 @@ class EmulatedKernel : public Subject {
 
  private:
   DeliberateBug bug_;
+  std::vector<float> smem_k_;  // k_smem_stale_past_end only: the shared K tile, as the last run left it
 };
 
 }  // namespace fc

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "reference/visibility.h"
+
 namespace fc::emulation {
 
 namespace {
@@ -17,6 +19,32 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 float round_p(const Setup& st, float x) {
   if (!st.round_p) return x;
   return static_cast<float>(round_to(st.rs.p_format, x, st.fp8 ? Overflow::saturate : Overflow::ieee));
+}
+
+// Problem::visible, with the alignment as the kernel applies it (window_alignment_ignored drops it).
+bool visible(const Setup& st, const Problem& p, int b, int64_t i, int64_t j) {
+  return key_visible(i, j, p.n_q, p.key_length(b), p.window.active(), p.window.left, p.window.right,
+                     st.bugs.bottom_right(p.window.align == Align::bottom_right),
+                     p.dense_mask.empty() || p.dense_mask[size_t(i) * p.n_k + j]);
+}
+
+// One score q.k: block-FMA chains over d (tensor cores) or sequential fmaf (SIMT).
+float dot_score(const Setup& st, const float* q, const float* k, int d, TileWork& w) {
+  float acc = 0.0f;
+  if (st.tensor_core) {
+    const int blk = st.tcm.b;
+    for (int c0 = 0; c0 < d; c0 += blk) {
+      const int n = std::min(blk, d - c0);
+      for (int t = 0; t < n; ++t) {
+        w.terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
+        w.align[t] = alignment_magnitude(q[c0 + t], st.mn_op) * alignment_magnitude(k[c0 + t], st.mn_op);
+      }
+      acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
+    }
+  } else {
+    for (int c = 0; c < d; ++c) acc = std::fma(q[c], k[c], acc);
+  }
+  return acc;
 }
 
 }  // namespace
@@ -41,19 +69,21 @@ Setup make_setup(const Problem& p, const RunOptions& o, TileSize tile, int split
   st.br = tile.m;
   st.bc = tile.n;
   st.splits = splits;
-  st.l_from_fp32 = bugs.l_from_fp32(o.l_from_fp32_p);
+  st.l_from_fp32 = bugs.l_from_fp32(o.l_from_fp32_p) || bugs.l_from_unclamped_p(st.fp8);
   st.fa1 = o.normalisation == Normalisation::fa1;
   st.two_level = st.fp8 && o.two_level_accum;
   st.l_tensor_core =
       st.tensor_core && (o.recipe == Recipe::fp16 || o.recipe == Recipe::bf16) && !st.l_from_fp32 && !st.fa1;
   st.mn_op = spec(st.rs.operand).min_normal();
   st.mn_p = spec(st.rs.p_format).min_normal();
+  st.shortest_key_length = p.n_k;
+  for (int b = 0; b < p.batch; ++b) st.shortest_key_length = std::min(st.shortest_key_length, p.key_length(b));
   st.bugs = bugs;
   return st;
 }
 
 void load_head(const Setup& st, const Problem& p, const AttentionInputs& in, int b, int h, HeadOperands& ops) {
-  const int hk = p.kv_head(h);
+  const int hk = st.bugs.kv_head(h, p.heads_q / p.heads_kv);
   auto load = [&](std::vector<float>& dst, const double* src, size_t n, double descale, bool neg) {
     dst.resize(n);
     for (size_t x = 0; x < n; ++x) {
@@ -65,6 +95,12 @@ void load_head(const Setup& st, const Problem& p, const AttentionInputs& in, int
   load(ops.q, &in.q[p.q_index(b, h, 0, 0)], size_t(p.n_q) * p.d, st.qd, st.negate);
   load(ops.k, &in.k[p.k_index(b, hk, 0, 0)], size_t(p.n_k) * p.d, st.kd, false);
   load(ops.v, &in.v[p.v_index(b, hk, 0, 0)], size_t(p.n_k) * p.dv, st.vd, false);
+  // Rows and keys whose index wraps (index_int16_overflow) load from before the tensor: NaN here.
+  for (int64_t x = 32768; st.bugs.index_wraps(x) && x < std::max(p.n_q, p.n_k); ++x) {
+    if (x < p.n_q) std::fill_n(&ops.q[size_t(x) * p.d], p.d, kNaN);
+    if (x < p.n_k) std::fill_n(&ops.k[size_t(x) * p.d], p.d, kNaN);
+    if (x < p.n_k) std::fill_n(&ops.v[size_t(x) * p.dv], p.dv, kNaN);
+  }
 }
 
 RowSchedule schedule_row(const Setup& st, const Problem& p, int b, int64_t i) {
@@ -73,7 +109,7 @@ RowSchedule schedule_row(const Setup& st, const Problem& p, int b, int64_t i) {
   // The row block's key range (a window cuts it; the dense mask is per element), cut into splits
   // exactly as split_block_range does.
   const int64_t m0 = (i / st.br) * st.br, row_last = std::min<int64_t>(m0 + st.br, p.n_q) - 1;
-  const int64_t off = p.window.align == Align::bottom_right ? r.len - p.n_q : 0;
+  const int64_t off = st.bugs.bottom_right(p.window.align == Align::bottom_right) ? r.len - p.n_q : 0;
   int64_t lo = 0, hi = r.len;
   if (p.window.active()) {
     if (p.window.left >= 0) lo = std::max<int64_t>(lo, m0 + off - p.window.left);
@@ -83,56 +119,52 @@ RowSchedule schedule_row(const Setup& st, const Problem& p, int b, int64_t i) {
   if (hi < lo) hi = lo;
   r.first = lo / st.bc;
   r.last = hi > lo ? (hi + st.bc - 1) / st.bc : r.first;
-  r.per = (r.last - r.first + st.splits - 1) / st.splits;
+  r.per = st.bugs.split_tiles(r.first, r.last, st.splits, st.bc, st.shortest_key_length);
   r.diag = i + off;
   return r;
 }
 
-void reset(RowState& rs, int dv) {
-  rs.m = -kInf;
+void reset(const Setup& st, RowState& rs, int dv) {
+  rs.m = st.bugs.initial_max();
   for (float& x : rs.lane_l) x = 0.0f;
   rs.l = 0.0f;
   rs.a.assign(size_t(dv), 0.0f);
   rs.last_tile_raised_max = false;
 }
 
-TileWork::TileWork(int bc) : s(size_t(bc)), vis(size_t(bc)), px(size_t(bc)), pr(size_t(bc)), terms(64), align(64) {}
+TileWork::TileWork(int bc)
+    : s(size_t(bc)), vis(size_t(bc)), hidden(size_t(bc), BugHooks::Hidden::skipped), stale_s(size_t(bc)),
+      px(size_t(bc)), pr(size_t(bc)), terms(64), align(64) {}
 
 void tile_scores(const Setup& st, const Problem& p, int b, int64_t i, const RowSchedule& rsch, int64_t tile,
                  const HeadOperands& ops, TileWork& w) {
-  const int d = p.d, blk = st.tcm.b;
+  const int d = p.d;
   w.n0 = tile * st.bc;
   const bool last_tile = tile == rsch.last - 1;
   const float* q = &ops.q[size_t(i) * d];
+  if (w.smem_k && w.smem_k->size() < size_t(st.bc) * d) w.smem_k->resize(size_t(st.bc) * d, 0.0f);
   for (int x = 0; x < st.bc; ++x) {
     const int64_t j = w.n0 + x;
-    bool visible = j < p.n_k && p.visible(b, i, j);
-    if (!visible && st.bugs.extra_window_key(j, rsch.diag, p.window.right, p.window.left, rsch.len))
-      visible = p.dense_mask.empty() || p.dense_mask[size_t(i) * p.n_k + j];
-    w.vis[x] = visible || st.bugs.tail_visible(last_tile, j, rsch.len);
+    bool vis = j < p.n_k && visible(st, p, b, i, j);
+    if (!vis && st.bugs.extra_window_key(j, rsch.diag, p.window.right, p.window.left, rsch.len))
+      vis = p.dense_mask.empty() || p.dense_mask[size_t(i) * p.n_k + j];
+    w.vis[x] = vis || st.bugs.tail_visible(last_tile, j, rsch.len);
+    w.hidden[x] = w.vis[x] ? BugHooks::Hidden::skipped : st.bugs.hidden_key(j, rsch.len, p.n_k);
+    if (w.smem_k) {
+      // The shared K tile: rows inside the sequence are loaded, the others keep what was there.
+      float* row = &(*w.smem_k)[size_t(x) * d];
+      if (j < rsch.len) std::copy_n(&ops.k[size_t(j) * d], d, row);
+      if (w.hidden[x] == BugHooks::Hidden::stale_k) w.stale_s[x] = dot_score(st, q, row, d, w);
+    }
     if (!w.vis[x]) {
-      w.s[x] = -kInf;
+      w.s[x] = st.bugs.masked_score();
       continue;
     }
     if (j >= p.n_k) {  // only under tail_not_masked: a padding row, score 0
       w.s[x] = 0.0f;
       continue;
     }
-    const float* k = &ops.k[size_t(j) * d];
-    float acc = 0.0f;
-    if (st.tensor_core) {
-      for (int c0 = 0; c0 < d; c0 += blk) {
-        const int n = std::min(blk, d - c0);
-        for (int t = 0; t < n; ++t) {
-          w.terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
-          w.align[t] = alignment_magnitude(q[c0 + t], st.mn_op) * alignment_magnitude(k[c0 + t], st.mn_op);
-        }
-        acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
-      }
-    } else {
-      for (int c = 0; c < d; ++c) acc = std::fma(q[c], k[c], acc);
-    }
-    w.s[x] = acc;
+    w.s[x] = dot_score(st, q, &ops.k[size_t(j) * d], d, w);
   }
 }
 
@@ -140,13 +172,15 @@ void softmax_step(const Setup& st, RowState& rs, TileWork& w) {
   float tmax = -kInf;
   for (int x = 0; x < st.bc; ++x) tmax = std::fmax(tmax, w.s[x]);  // fmaxf: NaN ignored, as on the GPU
   const float m_old = rs.m;
-  const float mx = st.bugs.running_max(m_old, tmax);
+  const float mx = st.bugs.used_max(m_old, st.bugs.running_max(m_old, tmax), st.c, st.fp8);
   w.alpha = st.bugs.alpha(m_old, mx, st.c);
   const float mc = mx == -kInf ? 0.0f : mx * st.c;
   rs.last_tile_raised_max = m_old != -kInf && mx > m_old;
   rs.m = mx;
   for (int x = 0; x < st.bc; ++x) {
-    const float pv = std::exp2(std::fma(w.s[x], st.c, -mc));
+    float pv = std::exp2(std::fma(w.s[x], st.c, -mc));
+    // A stale K row's weight, masked by a multiplication: 0 * NaN and 0 * inf are NaN.
+    if (w.hidden[x] == BugHooks::Hidden::stale_k) pv = std::exp2(std::fma(w.stale_s[x], st.c, -mc)) * 0.0f;
     w.px[x] = pv * st.p_scale;     // exact (power of two)
     w.pr[x] = round_p(st, w.px[x]);  // P~, the A operand of P.V
   }
@@ -203,7 +237,8 @@ void accumulate_pv(const Setup& st, const Problem& p, const HeadOperands& ops, R
   for (int c = 0; c < dv; ++c) {
     auto vval = [&](int x) -> float {
       const int64_t j = w.n0 + x;
-      return (w.vis[x] && j < p.n_k) ? ops.v[size_t(j) * dv + c] : 0.0f;  // masked keys are never read
+      const bool read = w.vis[x] || w.hidden[x] == BugHooks::Hidden::v_read;  // masked keys are never read
+      return (read && j < p.n_k) ? ops.v[size_t(j) * dv + c] : 0.0f;
     };
     if (st.tensor_core) {
       float acc = st.two_level ? 0.0f : rs.a[c];
@@ -220,7 +255,7 @@ void accumulate_pv(const Setup& st, const Problem& p, const HeadOperands& ops, R
     } else {
       float acc = rs.a[c];
       for (int x = 0; x < st.bc; ++x)
-        if (w.vis[x]) acc = std::fma(w.pr[x], vval(x), acc);
+        if (w.vis[x] || w.hidden[x] != BugHooks::Hidden::skipped) acc = std::fma(w.pr[x], vval(x), acc);
       rs.a[c] = acc;
     }
   }
@@ -267,7 +302,8 @@ void epilogue(const Setup& st, const Problem& p, int b, int h, int64_t i, std::v
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   const size_t o0 = p.o_index(b, h, i, 0);
   for (int c = 0; c < dv; ++c) {
-    float x = (normalised || skip_division) ? a[c] : a[c] * inv;
+    const bool undivided = skip_division || st.bugs.wide_head_dim_skip(st.fp8, p.d, dv, c, i, st.br, p.n_q);
+    float x = (normalised || undivided) ? a[c] : a[c] * inv;
     if (normalised && std::isnan(l)) x = kNaN;
     if (st.fp8) x = x * st.v_descale;
     out.o_unrounded[o0 + c] = x;

@@ -36,6 +36,7 @@ struct Setup {
   bool fa1;
   bool two_level;
   double mn_op, mn_p;  // smallest normals of the MMA operands: subnormal operands align at them
+  int64_t shortest_key_length;  // over the batch (split_kv_stale_length partitions by it)
   BugHooks bugs;
 };
 Setup make_setup(const Problem& p, const RunOptions& o, TileSize tile, int splits, BugHooks bugs);
@@ -62,7 +63,7 @@ struct RowState {
   std::vector<float> a;  // FA-2: unnormalised accumulator; FA-1: normalised O
   bool last_tile_raised_max;
 };
-void reset(RowState& rs, int dv);
+void reset(const Setup& st, RowState& rs, int dv);
 
 // One row and one key tile (an online-softmax step), with its scratch values.
 struct TileWork {
@@ -70,6 +71,9 @@ struct TileWork {
   int64_t n0 = 0;             // first key of the tile
   std::vector<float> s;       // scores (-inf where masked)
   std::vector<char> vis;      // visible keys
+  std::vector<BugHooks::Hidden> hidden;  // how a masked key enters P.V (only under a catalogue bug)
+  std::vector<float> stale_s;            // k_smem_stale_past_end: the score from the stale K row
+  std::vector<float>* smem_k = nullptr;  // k_smem_stale_past_end: the K tile buffer, kept across runs
   std::vector<float> px, pr;  // p (times the fp8 pre-scale) and P~ (rounded)
   float alpha = 1, l_old = 0;
   std::vector<double> terms, align;  // one block FMA's products and alignment magnitudes

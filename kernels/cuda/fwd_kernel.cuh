@@ -499,6 +499,13 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     // kStages = 1: this barrier publishes K(nb) and proves every warp is done with V(nb-1), which V(nb)
     // now overwrites; the second one (before P.V) publishes V(nb) and frees K(nb) for K(nb+1).
     tile::cp_async_wait<0>();
+#ifdef FC_BUG_MISSING_WAIT
+    // Test-only build (FLASHCHECK_BUG_KERNELS, tests/gpu): the barrier is missing after the first tile,
+    // so warps read a stage other warps' copies have not provably landed in, and the prefetch overwrites
+    // a stage other warps may still read. FlashInfer #1046 ("Barrier error detected. Missing wait");
+    // compute-sanitizer racecheck must report it.
+    if (nb == nb_begin)
+#endif
     __syncthreads();
     if constexpr (Tr::kStages == 2) {
       if (nb + 1 < nb_end) {

@@ -3,6 +3,7 @@
 // nothing a subject does not claim (a CUDA-like capability set never yields an unsupported case).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -41,20 +42,84 @@ std::vector<GeneratedCase> sample(const Capabilities& caps, const CaseSpace& spa
 
 TEST(property_generators, lengths_are_biased_to_tile_boundaries) {
   const auto cases = sample(emulation_like(), {}, 2000);
-  int boundary = 0, below_tile = 0, one = 0, unequal = 0;
+  int boundary = 0, below_tile = 0, one = 0, unequal = 0, several_tiles = 0, long_rows = 0, wrapped = 0;
   for (const GeneratedCase& c : cases) {
-    const int64_t bc = c.options.tile_n, r = c.problem.n_k % bc;
-    boundary += (c.problem.n_k >= bc - 1) && (r == 0 || r == 1 || r == bc - 1);
-    below_tile += c.problem.n_k < bc;
-    one += c.problem.n_k == 1;
-    unequal += c.problem.n_q != c.problem.n_k;
-    ASSERT_NO_THROW(c.problem.validate()) << c.describe();
-    ASSERT_LE(c.problem.n_k, 300);
+    const Problem& p = c.problem;
+    const int64_t bc = c.options.tile_n, r = p.n_k % bc;
+    boundary += (p.n_k >= bc - 1) && (r == 0 || r == 1 || r == bc - 1);
+    below_tile += p.n_k < bc;
+    one += p.n_k == 1;
+    unequal += p.n_q != p.n_k;
+    several_tiles += p.n_k > bc;
+    ASSERT_NO_THROW(p.validate()) << c.describe();
+    if (std::max(p.n_q, p.n_k) > 300) {
+      // Long rows: one dimension at 2^15 - 1 .. 2^16 + 1, the other at most 8, a tiny head dim.
+      ++long_rows;
+      wrapped += std::max(p.n_q, p.n_k) > 32768;
+      ASSERT_LE(std::max(p.n_q, p.n_k), 65537) << c.describe();
+      ASSERT_GE(std::max(p.n_q, p.n_k), 32767) << c.describe();
+      ASSERT_LE(std::min(p.n_q, p.n_k), 8) << c.describe();
+      ASSERT_LE(p.d, 2) << c.describe();
+    }
   }
   EXPECT_GT(boundary, 2000 * 4 / 10) << "k*Bc-1, k*Bc, k*Bc+1";
   EXPECT_GT(below_tile, 100);
   EXPECT_GT(one, 50);
   EXPECT_GT(unequal, 2000 / 3);
+  EXPECT_GT(several_tiles, 2000 / 3);
+  EXPECT_GT(long_rows, 2000 / 12) << "one dimension past 2^15";
+  EXPECT_GT(wrapped, long_rows / 3) << "past 32768";
+}
+
+// The kernels' wide head dims with short rows, and GQA group ratios beyond powers of two.
+TEST(property_generators, wide_head_dims_and_group_ratios) {
+  const auto cases = sample(emulation_like(), {}, 2000);
+  std::set<int> wide, groups;
+  int fp8_wide = 0, multi_kv_odd_group = 0;
+  for (const GeneratedCase& c : cases) {
+    const Problem& p = c.problem;
+    if (p.d > 64) {
+      wide.insert(p.d);
+      ASSERT_LE(std::max(p.n_q, p.n_k), 96) << c.describe();
+      const bool fp8 = c.options.recipe == Recipe::fp8_e4m3 || c.options.recipe == Recipe::fp8_e5m2;
+      fp8_wide += fp8 && p.d > 192;
+    }
+    const int g = p.heads_q / p.heads_kv;
+    groups.insert(g);
+    multi_kv_odd_group += p.heads_kv > 1 && (g & (g - 1)) != 0;
+  }
+  EXPECT_EQ(wide, (std::set<int>{128, 256, 512}));
+  EXPECT_EQ(groups, (std::set<int>{1, 2, 3, 4, 5, 6, 7, 8, 12, 16}));
+  EXPECT_GT(fp8_wide, 2000 / 40);
+  EXPECT_GT(multi_kv_odd_group, 2000 / 20);
+}
+
+// NaN past each key length (an uninitialised KV cache; a hostile edit may land there after it), and
+// nowhere else.
+TEST(property_generators, padding_past_key_lengths_is_nan) {
+  int poisoned = 0;
+  for (const GeneratedCase& c : sample(emulation_like(), {}, 1500)) {
+    if (!c.nan_padding) continue;
+    ASSERT_FALSE(c.problem.key_lengths.empty()) << c.describe();
+    GeneratedCase clean = c;
+    clean.nan_padding = false;
+    RunOptions o;
+    const AttentionInputs in = c.materialize(&o), ref = clean.materialize(&o);
+    const Problem& p = c.problem;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int64_t j = 0; j < p.n_k; ++j)
+          for (int x = 0; x < p.d; ++x) {
+            const size_t k = p.k_index(b, h, j, x);
+            const bool edited = std::any_of(c.edits.begin(), c.edits.end(), [&](const HostileEdit& e) {
+              return e.tensor == 'k' && e.position % in.k.size() == k;
+            });
+            if (j >= p.key_length(b) && !edited) ASSERT_TRUE(std::isnan(in.k[k])) << c.describe();
+            else ASSERT_EQ(std::isnan(in.k[k]), std::isnan(ref.k[k])) << c.describe();
+          }
+    ++poisoned;
+  }
+  EXPECT_GT(poisoned, 100);
 }
 
 TEST(property_generators, every_kind_appears) {
