@@ -52,7 +52,7 @@ std::optional<std::string> unsupported(const Capabilities& caps, const Problem& 
   if (o.num_splits > 1 && !caps.split_kv) return who + " does not support split-KV (num_splits=" + std::to_string(o.num_splits) + ")";
   if (o.normalisation == Normalisation::fa1 && !caps.fa1) return who + " does not support FA-1 normalisation";
   if (o.l_from_fp32_p && !caps.l_from_fp32_p) return who + " does not support summing l from the fp32 P";
-  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(o.recipe);
   if (o.two_level_accum && !fp8) return "two_level_accum applies to the fp8 recipes only (recipe " + std::string(rs.name) + ")";
   if (o.two_level_accum && !caps.two_level_accum) return who + " does not support two-level fp8 accumulation";
   for (double ds : {o.q_descale, o.k_descale, o.v_descale}) {

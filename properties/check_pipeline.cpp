@@ -9,8 +9,6 @@ namespace fc {
 
 namespace {
 
-bool is_fp8(Recipe r) { return r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2; }
-
 void max_into(std::vector<double>& into, const std::vector<double>& from) {
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
 }

@@ -201,7 +201,7 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
     // fp8 recipes twice as often as the others: their narrow range, saturation and descales are where
     // format bugs live.
     std::vector<std::pair<int, Recipe>> recipes;
-    for (Recipe r : caps.recipes) recipes.push_back({r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2 ? 2 : 1, r});
+    for (Recipe r : caps.recipes) recipes.push_back({is_fp8(r) ? 2 : 1, r});
     o.recipe = *weighted_value<Recipe>(recipes);
     const TileSize t = *gen_tile(caps, o.recipe);
     o.tile_m = t.m;
@@ -319,7 +319,7 @@ rc::Gen<GeneratedCase> gen_case(const Capabilities& caps, const CaseSpace& space
       if (caps.split_kv) o.num_splits = *weighted_value<int>({{p.key_lengths.empty() ? 4 : 1, 1}, {1, 2}, {1, 3}, {1, 4}});
       if (caps.fa1) o.normalisation = *weighted_value<Normalisation>({{3, Normalisation::fa2}, {1, Normalisation::fa1}});
       if (caps.l_from_fp32_p) o.l_from_fp32_p = *weighted_value<bool>({{3, false}, {1, true}});
-      const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+      const bool fp8 = is_fp8(o.recipe);
       if (caps.two_level_accum && fp8) o.two_level_accum = *gen::element(false, true);
       // Capabilities has no flag for it; the any-tile subject (the emulation) models both accumulations.
       if (caps.any_tile)

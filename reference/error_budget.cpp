@@ -53,7 +53,7 @@ BudgetConstants budget_constants(const Problem& p, const RunOptions& o, int tile
   k.tile_n = k.tile_unknown ? 1 : tile_n;
   const Recipe r = o.recipe;
   const RecipeSpec& rs = recipe_spec(r);
-  k.fp8 = r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2;
+  k.fp8 = is_fp8(r);
   k.simt = r == Recipe::fp32;
   k.tc = !k.simt && o.accumulation == Accumulation::tensor_core;
   k.fa1 = o.normalisation == Normalisation::fa1;

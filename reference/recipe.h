@@ -23,6 +23,9 @@ struct RecipeSpec {
   Format output;    // O storage
 };
 
+// The fp8 recipes: inputs stored as value / descale, P rounded to e4m3/e5m2.
+inline constexpr bool is_fp8(Recipe r) { return r == Recipe::fp8_e4m3 || r == Recipe::fp8_e5m2; }
+
 inline const RecipeSpec& recipe_spec(Recipe r) {
   static const std::array<RecipeSpec, 6> specs = {{
       {"fp32", Format::fp32, Format::fp32, Format::fp32, Format::fp32},

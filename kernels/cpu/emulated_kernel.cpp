@@ -27,7 +27,7 @@ Capabilities EmulatedKernel::capabilities() const {
 }
 
 TileSize EmulatedKernel::effective_tile(const Problem& p, const RunOptions& o) const {
-  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(o.recipe);
   const bool causal = p.window.active() && p.window.left < 0 && p.window.right == 0;
   const tiles::TileShape t = tiles::default_tile(p.d, o.recipe == Recipe::fp32, fp8, causal, p.n_q);
   return {o.tile_m > 0 ? o.tile_m : t.m, o.tile_n > 0 ? o.tile_n : t.n};

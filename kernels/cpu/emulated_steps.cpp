@@ -56,7 +56,7 @@ Setup make_setup(const Problem& p, const RunOptions& o, TileSize tile, int split
   st.simt = o.recipe == Recipe::fp32;
   st.tensor_core = !st.simt && o.accumulation == Accumulation::tensor_core;
   st.tcm = tensor_core_model(o.recipe);
-  st.fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  st.fp8 = is_fp8(o.recipe);
   st.round_p = !st.simt;
   st.qd = st.fp8 ? o.q_descale : 1.0, st.kd = st.fp8 ? o.k_descale : 1.0, st.vd = st.fp8 ? o.v_descale : 1.0;
   const double scale = p.effective_scale() * st.qd * st.kd;

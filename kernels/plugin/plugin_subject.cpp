@@ -184,7 +184,7 @@ fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* k
   f.key_lengths = key_lengths;
   f.dense_mask = p.dense_mask.empty() ? nullptr : p.dense_mask.data();
   f.recipe = static_cast<int32_t>(o.recipe);
-  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(o.recipe);
   f.q_descale = fp8 ? float(o.q_descale) : 1.0f;
   f.k_descale = fp8 ? float(o.k_descale) : 1.0f;
   f.v_descale = fp8 ? float(o.v_descale) : 1.0f;
@@ -327,7 +327,7 @@ SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, co
                        " (it declares " + recipe_list(raw_.recipes) + ")");
 
   const RecipeSpec& rs = recipe_spec(o.recipe);
-  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(o.recipe);
   const Format in_fmt = rs.input == Format::tf32 ? Format::fp32 : rs.input;
   auto q = encode_tensor("Q", in_fmt, in.q, fp8 ? o.q_descale : 1.0);
   auto k = encode_tensor("K", in_fmt, in.k, fp8 ? o.k_descale : 1.0);

@@ -68,7 +68,7 @@ constexpr unsigned long long kWorstCap = 1 << 16;
 
 Shape shape_of(const Problem& p, const RunOptions& o) {
   const RecipeSpec& rs = recipe_spec(o.recipe);
-  const bool fp8 = o.recipe == Recipe::fp8_e4m3 || o.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(o.recipe);
   Shape s{};
   s.batch = p.batch, s.heads_q = p.heads_q, s.heads_kv = p.heads_kv, s.group = p.heads_q / p.heads_kv;
   s.d = p.d, s.dv = p.dv, s.n_q = p.n_q, s.n_k = p.n_k;
@@ -413,7 +413,7 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
   basis.options = options;
   admit(p, basis, true);
   const RecipeSpec& rs = recipe_spec(options.recipe);
-  const bool fp8 = options.recipe == Recipe::fp8_e4m3 || options.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(options.recipe);
   DeviceBuffer q = upload(in.q, rs.input, fp8 ? options.q_descale : 1.0);
   DeviceBuffer k = upload(in.k, rs.input, fp8 ? options.k_descale : 1.0);
   DeviceBuffer v = upload(in.v, rs.input, fp8 ? options.v_descale : 1.0);
@@ -447,7 +447,7 @@ Verdict judge_host_data(const Problem& p, const BudgetRequest& basis, const Atte
   if (!lse.empty() && lse.size() != p.lse_size()) throw std::invalid_argument("GPU oracle: LSE has the wrong size");
   admit(p, basis, true);
   const RecipeSpec& rs = recipe_spec(basis.options.recipe);
-  const bool fp8 = basis.options.recipe == Recipe::fp8_e4m3 || basis.options.recipe == Recipe::fp8_e5m2;
+  const bool fp8 = is_fp8(basis.options.recipe);
   DeviceBuffer q = upload(in.q, rs.input, fp8 ? basis.options.q_descale : 1.0);
   DeviceBuffer k = upload(in.k, rs.input, fp8 ? basis.options.k_descale : 1.0);
   DeviceBuffer v = upload(in.v, rs.input, fp8 ? basis.options.v_descale : 1.0);
