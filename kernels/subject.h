@@ -40,6 +40,7 @@ struct Capabilities {
   bool two_level_accum = false;
   bool subtile_steps = false;   // the online softmax may step in parts of a tile (FC_CAP_SUBTILE_STEPS)
   bool deliberate_bugs = false; // the emulation's switchable bugs (properties' teeth)
+  bool concurrent_runs = false; // run() may be called from several threads at once on one instance
 };
 
 // Whether a subject offers its tile list (or any tile) for recipe r; otherwise r runs one tiling.

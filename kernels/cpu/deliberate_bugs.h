@@ -92,6 +92,9 @@ struct BugHooks {
   // read from memory (padding V not zero-filled), or with V = 0 and a stale score (stale shared memory).
   enum class Hidden : uint8_t { skipped, v_read, stale_k };
   Hidden hidden_key(int64_t j, int64_t len, int64_t n_k) const;
+  // Whether the subject keeps state from one run to the next (the stale shared K tile), so that its runs
+  // must not overlap.
+  bool keeps_state_across_runs() const { return bug == DeliberateBug::k_smem_stale_past_end; }
   // fp8 lazy rescale: the max the tile's P is taken against (the old one while the growth is small).
   float used_max(float m_old, float m_new, float c, bool fp8) const;
   bool l_from_unclamped_p(bool fp8) const { return fp8 && bug == DeliberateBug::fp8_lazy_rescale_saturation; }

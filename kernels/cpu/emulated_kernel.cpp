@@ -23,6 +23,7 @@ Capabilities EmulatedKernel::capabilities() const {
   c.causal = c.window = c.dense_mask = c.key_lengths = c.gqa = c.lse = c.split_kv = true;
   c.fa1 = c.l_from_fp32_p = c.two_level_accum = true;
   c.deliberate_bugs = bug_ != DeliberateBug::none;
+  c.concurrent_runs = !BugHooks{bug_}.keeps_state_across_runs();
   return c;
 }
 
@@ -51,7 +52,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
   out.plan.tile = tile;
   out.plan.step_n = tile.n;
   out.plan.num_splits = st.splits;
-  out.plan.l_from_fp32_p = o.l_from_fp32_p || BugHooks{bug_}.l_from_unclamped_p(st.fp8);
+  out.plan.l_from_fp32_p = o.l_from_fp32_p || st.bugs.l_from_unclamped_p(st.fp8);
   out.plan.accumulation = st.tensor_core ? Accumulation::tensor_core : Accumulation::ieee_fp32;
   out.plan.two_level_accum = st.two_level;
   out.o.assign(p.o_size(), 0.0);
@@ -60,7 +61,7 @@ SubjectOutput EmulatedKernel::run(const Problem& p, const AttentionInputs& in, c
 
   emulation::HeadOperands ops;
   emulation::TileWork work(st.bc);
-  if (bug_ == DeliberateBug::k_smem_stale_past_end) work.smem_k = &smem_k_;
+  if (st.bugs.keeps_state_across_runs()) work.smem_k = &smem_k_;
   std::vector<emulation::RowState> states(size_t(st.splits));
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h) {

@@ -54,6 +54,9 @@ TEST(Emulation, CapabilitiesAndUnsupported) {
   EXPECT_TRUE(unsupported(c, p, o).has_value());  // fp16 recipe
   o.recipe = Recipe::fp8_e4m3;
   EXPECT_FALSE(unsupported(c, p, o).has_value());
+  // Runs may overlap on one instance, except under a bug that keeps state from run to run.
+  EXPECT_TRUE(c.concurrent_runs);
+  EXPECT_FALSE(EmulatedKernel(DeliberateBug::k_smem_stale_past_end).capabilities().concurrent_runs);
   Capabilities narrow;
   narrow.name = "narrow";
   narrow.recipes = {Recipe::fp16};

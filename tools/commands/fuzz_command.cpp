@@ -75,8 +75,8 @@ uint64_t mix(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
-// The subject behind a lock: one case on the device at a time; the emulation is stateless and runs
-// on every worker.
+// The subject behind a lock unless it declares that its runs may overlap (Capabilities::concurrent_runs:
+// the emulation, but not with a bug that keeps state between runs): one case on the device at a time.
 class SerialSubject : public fc::Subject {
  public:
   SerialSubject(std::unique_ptr<fc::Subject> s, bool serial) : inner_(std::move(s)), serial_(serial) {}
@@ -180,8 +180,9 @@ struct Totals {
 int run_campaign(const FuzzOptions& o) {
   const std::string limits_name = o.limits.empty() ? default_limits(o.subject) : o.limits;
   const auto lim = std::optional<fc::fuzz::FuzzLimits>(limits_with_guards(limits_name, !o.no_score_guard, !o.no_output_headroom));
-  const bool serial = o.subject.rfind("emulation", 0) != 0;
-  SerialSubject subject(fc::report::open_subject(o.subject, o.isolation), serial);
+  std::unique_ptr<fc::Subject> opened = fc::report::open_subject(o.subject, o.isolation);
+  const bool serial = !opened->capabilities().concurrent_runs;
+  SerialSubject subject(std::move(opened), serial);
   subject.freeze_caps();
   const fc::Capabilities caps = subject.capabilities();
   const int jobs = o.jobs > 0 ? o.jobs : std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
