@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -265,20 +266,37 @@ void verdict_pass(const Problem& p, const BudgetRequest& basis, const DeviceTens
   check(cudaMemcpy(bests.data(), w.best.ptr, bests.size() * sizeof(double), cudaMemcpyDeviceToHost), "verdict");
   std::sort(bests.begin(), bests.end(), std::greater<double>());
   const double threshold = std::max(0.0, bests[std::min(bests.size(), keep_worst) - 1]);
-  check(cudaMemset(w.count.ptr, 0, sizeof(unsigned long long)), "memset");
-  check(launch_worst(s, vin, threshold, w.cand.as<Candidate>(), w.count.as<unsigned long long>(), kWorstCap, vblocks),
-        "worst kernel");
-  unsigned long long n_cand = 0;
-  check(cudaMemcpy(&n_cand, w.count.ptr, sizeof n_cand, cudaMemcpyDeviceToHost), "worst count");
-  const size_t at = worst.size();
-  worst.resize(at + std::min<unsigned long long>(n_cand, kWorstCap));
-  if (worst.size() > at)
-    check(cudaMemcpy(worst.data() + at, w.cand.ptr, (worst.size() - at) * sizeof(Candidate), cudaMemcpyDeviceToHost),
-          "worst");
-  std::sort(worst.begin(), worst.end(), [](const Candidate& a, const Candidate& b) {
+  // Every element of the pass at or above `thr` (at most kWorstCap of them, in no particular order).
+  auto collect = [&](double thr, std::vector<Candidate>& into) {
+    check(cudaMemset(w.count.ptr, 0, sizeof(unsigned long long)), "memset");
+    check(launch_worst(s, vin, thr, w.cand.as<Candidate>(), w.count.as<unsigned long long>(), kWorstCap, vblocks),
+          "worst kernel");
+    unsigned long long n_cand = 0;
+    check(cudaMemcpy(&n_cand, w.count.ptr, sizeof n_cand, cudaMemcpyDeviceToHost), "worst count");
+    into.resize(size_t(std::min<unsigned long long>(n_cand, kWorstCap)));
+    if (!into.empty())
+      check(cudaMemcpy(into.data(), w.cand.ptr, into.size() * sizeof(Candidate), cudaMemcpyDeviceToHost), "worst");
+    return n_cand;
+  };
+  std::vector<Candidate> found;
+  if (collect(threshold, found) > kWorstCap) {
+    // More elements reach the threshold than the list holds: ties at the threshold (typically 0, where
+    // many elements are exact), kept in arrival order, so an element above it could be missing. Those
+    // strictly above it lie in fewer than keep_worst threads' ranges: collect them alone, then fill up
+    // with the ties.
+    std::vector<Candidate> above;
+    collect(std::nextafter(threshold, HUGE_VAL), above);
+    for (const Candidate& c : found)
+      if (c.ratio == threshold) above.push_back(c);
+    found = std::move(above);
+  }
+  worst.insert(worst.end(), found.begin(), found.end());
+  const auto by_ratio = [](const Candidate& a, const Candidate& b) {
     return a.ratio != b.ratio ? a.ratio > b.ratio : a.index < b.index;
-  });
-  if (worst.size() > keep_worst) worst.resize(keep_worst);
+  };
+  const size_t keep = std::min(worst.size(), keep_worst);
+  std::partial_sort(worst.begin(), worst.begin() + ptrdiff_t(keep), worst.end(), by_ratio);
+  worst.resize(keep);
 }
 
 void download(const DeviceBuffer& d, size_t n, std::vector<double>& into, size_t at) {

@@ -36,6 +36,15 @@ unsigned place_pass(Shape& s, int rows) {
   return unsigned(block_end - s.block0);
 }
 
+// Lets a kernel take up to the device's opt-in shared memory. Always this one value, never the launch's
+// own size: the attribute belongs to the function, not to a launch, so with judgements on several threads
+// (the fuzzer, the report) a smaller value set by one would fail another's launch in between ("invalid
+// argument", "too many resources requested for launch": seen on the H200 under `fuzz --oracle gpu`).
+template <class Kernel>
+cudaError_t allow_max_smem(Kernel kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem()));
+}
+
 }  // namespace
 
 int reference_rows_per_block(int d, int dv) {
@@ -52,7 +61,7 @@ cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const Re
   if (rows == 0) return cudaErrorInvalidConfiguration;
   const unsigned blocks = place_pass(s, rows);
   const size_t smem = reference_smem(s.d, s.dv, rows);
-  const cudaError_t e = cudaFuncSetAttribute(reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const cudaError_t e = allow_max_smem(reference_kernel);
   if (e != cudaSuccess) return e;
   reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out);
   return cudaGetLastError();
@@ -71,7 +80,7 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
   const bool staged = budget_stages_k2(s.d, s.dv);
   const size_t smem = budget_smem(s.d, s.dv, rows, staged);
   auto kernel = staged ? budget_kernel<true> : budget_kernel<false>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const cudaError_t e = allow_max_smem(kernel);
   if (e != cudaSuccess) return e;
   kernel<<<blocks, 32 * rows, smem>>>(s, bp, in, out);
   return cudaGetLastError();
