@@ -37,7 +37,7 @@ float dot_score(const Setup& st, const float* q, const float* k, int d, TileWork
       const int n = std::min(blk, d - c0);
       for (int t = 0; t < n; ++t) {
         w.terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
-        w.align[t] = alignment_magnitude(q[c0 + t], st.mn_op) * alignment_magnitude(k[c0 + t], st.mn_op);
+        w.align[t] = product_alignment(st.tcm, q[c0 + t], k[c0 + t], st.mn_op, st.mn_op);
       }
       acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
     }
@@ -204,7 +204,7 @@ void sum_l(const Setup& st, RowState& rs, TileWork& w) {
       for (int x = 0; x < off; ++x) w.tree[x] = w.tree[x] + w.tree[x + off];
     rs.l = (rescale ? rs.l * w.alpha : rs.l) + w.tree[0];
   } else if (st.l_tensor_core) {
-    // One block FMA per b keys: P~ times 1 (exact products, alignment as for P.V), chained through l,
+    // One block FMA per b keys: P~ times 1 (exact products, aligned as P.V's), chained through l,
     // as in the CUDA kernel's P.V loop.
     if (rescale) rs.l = rs.l * w.alpha;
     const int blk = st.tcm.b;
@@ -212,7 +212,7 @@ void sum_l(const Setup& st, RowState& rs, TileWork& w) {
       const int n = std::min(blk, st.bc - x0);
       for (int t = 0; t < n; ++t) {
         w.terms[t] = w.pr[x0 + t];
-        w.align[t] = alignment_magnitude(w.pr[x0 + t], st.mn_p);
+        w.align[t] = product_alignment(st.tcm, w.pr[x0 + t], 1.0, st.mn_p, st.mn_op);
       }
       rs.l = block_fma_step(rs.l, w.terms.data(), n, st.tcm.F, w.align.data());
     }
@@ -247,7 +247,7 @@ void accumulate_pv(const Setup& st, const Problem& p, const HeadOperands& ops, R
         for (int t = 0; t < n; ++t) {
           const double pv = w.pr[x0 + t], vv = vval(x0 + t);
           w.terms[t] = pv * vv;
-          w.align[t] = alignment_magnitude(pv, st.mn_p) * alignment_magnitude(vv, st.mn_op);
+          w.align[t] = product_alignment(st.tcm, pv, vv, st.mn_p, st.mn_op);
         }
         acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
       }

@@ -163,7 +163,7 @@ TEST(Emulation, RowSumIsTheTensorCoreChainFor16BitRecipes) {
           for (int c = 0; c < 4; ++c) s += in.q[p.q_index(0, 0, i, c)] * in.k[p.k_index(0, 0, j, c)];
           const double pj = std::exp2(s);
           w[j] = l_fp32 ? pj : round_to(recipe_spec(recipe).p_format, pj);
-          align[j] = alignment_magnitude(w[j], mn_p);
+          align[j] = product_alignment(tcm, w[j], 1.0, mn_p, mn_p);
           lane[(j % 8) / 2] += static_cast<float>(w[j]);
         }
         float chain = 0;

@@ -38,6 +38,30 @@ TEST(TensorCoreModel, SubnormalOperandAlignsAtTheSmallestNormal) {
   EXPECT_EQ(alignment_magnitude(-3.0, kFp16MinNormal), 3.0);
 }
 
+// A product's alignment exponent is the sum of its operands' exponent fields, not its own: 1.5 * 1.5 =
+// 2.25 has exponent 1 but aligns at 2^(0 + 0), so with 1.5 * 1.5 - 1.5 * 1.5 cancelling, a third product
+// of 2^-25 stays above the grain 2^(0 - 25) and survives; aligned at 2.25 (grain 2^-24) it would be lost.
+// Measured on the H200 (bench/tensor_core_probe): this rule reproduced every fp16 and bf16 result.
+TEST(TensorCoreModel, ProductsAlignAtTheSumOfTheirExponentFields) {
+  const BlockFmaModel m = tensor_core_model(Recipe::fp16);
+  ASSERT_TRUE(m.exponent_fields);
+  const double a[3] = {1.5, -1.5, 0x1p-12}, b[3] = {1.5, 1.5, 0x1p-13};
+  double t[3], fields[3], by_value[3];
+  for (int i = 0; i < 3; ++i) {
+    t[i] = a[i] * b[i];
+    fields[i] = product_alignment(m, a[i], b[i], kFp16MinNormal, kFp16MinNormal);
+    by_value[i] = alignment_magnitude(a[i], kFp16MinNormal) * alignment_magnitude(b[i], kFp16MinNormal);
+  }
+  EXPECT_EQ(fields[0], 1.0);
+  EXPECT_EQ(block_fma_step(0.0f, t, 3, m.F, fields), 0x1p-25f);
+  EXPECT_EQ(block_fma_step(0.0f, t, 3, m.F, by_value), 0.0f);
+  EXPECT_EQ(product_alignment(m, 0.0, 3.0, kFp16MinNormal, kFp16MinNormal), 0.0);  // zero does not align
+  EXPECT_EQ(product_alignment(m, 0x1p-24, 0x1.8p3, kFp16MinNormal, kFp16MinNormal), 0x1p-11);  // subnormal at e_min
+  // tf32 and fp8 are not measured: they keep |a|' |b|'.
+  EXPECT_FALSE(tensor_core_model(Recipe::fp8_e4m3).exponent_fields);
+  EXPECT_EQ(product_alignment(tensor_core_model(Recipe::fp8_e4m3), 1.5, 1.5, 0x1p-6, 0x1p-6), 2.25);
+}
+
 // The GPU fuzzer's case (seed 3, H200, 2026-11-29): one row of fp16 Q and the only key of K, d = 32, two
 // m16n8k16 steps. With one key LSE = fl32(s * scale); the H200 returned 0x1.a8b91p-4 (0.103692114). The
 // model must give exactly that; by value it gives 0.103696287.
@@ -58,7 +82,7 @@ TEST(TensorCoreModel, ReproducesTheH200ScoreOfTheSubnormalFinding) {
       double terms[16], align[16];
       for (int i = 0; i < 16; ++i) {
         terms[i] = q[c0 + i] * k[c0 + i];
-        align[i] = alignment_magnitude(q[c0 + i], kFp16MinNormal) * alignment_magnitude(k[c0 + i], kFp16MinNormal);
+        align[i] = product_alignment(tensor_core_model(Recipe::fp16), q[c0 + i], k[c0 + i], kFp16MinNormal, kFp16MinNormal);
       }
       acc = block_fma_step(acc, terms, 16, 25, by_alignment ? align : nullptr);
     }
