@@ -522,7 +522,8 @@ int report(const char* instr, const Tiles& T) {
   const fc::BlockFmaModel m = fc::tensor_core_model(recipe_of(T.elem));
   for (size_t h = 0; h < f.models.size(); ++h) {
     const Hypothesis& x = f.models[h];
-    if (x.b == m.b && !x.interleave && x.F == m.F && x.align == Align::min_normal && x.final_rz)
+    const Align rule = m.exponent_fields ? Align::exponent_fields : Align::min_normal;
+    if (x.b == m.b && !x.interleave && x.F == m.F && x.align == rule && x.final_rz && !x.c_last)
       std::printf("  the emulation's model (%s): %zu / %zu\n", x.describe().c_str(), f.hits[h], outs.size());
   }
   return 0;
