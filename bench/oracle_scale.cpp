@@ -1,7 +1,8 @@
 // Our CUDA kernel judged by the GPU oracle at production shapes, everything on the device: random inputs
 // (bench/device_inputs.h: N(0,1), one rounding to the recipe's format, reproducible from the seed), the
 // kernel's forward on device buffers, then reference + budget + verdict on the GPU for the plan the kernel
-// reports. Prints, per shape, the verdict, each stage's device time and the memory; with --markdown, one
+// reports, read as the check pipeline reads it (kernels/plugin/plugin_abi.h, budget_basis: what the plan
+// leaves unknown is budgeted on the conservative side). Prints, per shape, the verdict, each stage's device time and the memory; with --markdown, one
 // table row per shape.
 //
 //   oracle_scale --plugin libflashcheck_cuda_plugin.so [--b 1] [--h 16] [--n 16384] [--nk N] [--d 128]
@@ -25,6 +26,8 @@
 
 #include "bench/device_inputs.h"
 #include "flashcheck/plugin.h"
+#include "kernels/plugin/plugin_abi.h"
+#include "properties/check_pipeline.h"
 #include "reference/gpu_oracle.h"
 
 namespace {
@@ -78,7 +81,7 @@ struct Result {
   fc_run_plan plan{};
 };
 
-Result run_shape(const fc_plugin* plugin, const Shape& s, uint64_t seed) {
+Result run_shape(const fc_plugin* plugin, const fc::Capabilities& caps, const Shape& s, uint64_t seed) {
   Result r;
   const bool fp8 = s.recipe == FC_RECIPE_FP8_E4M3 || s.recipe == FC_RECIPE_FP8_E5M2;
   const float descale = fp8 ? 0.125f : 1.0f;  // fp8: stored = value * 8, a power of two
@@ -120,14 +123,12 @@ Result run_shape(const fc_plugin* plugin, const Shape& s, uint64_t seed) {
     fc::Problem fp;
     fp.batch = s.b, fp.heads_q = s.h, fp.heads_kv = s.h, fp.n_q = s.n, fp.n_k = s.nk, fp.d = s.d, fp.dv = s.d;
     if (s.causal) fp.window = fc::Window::causal(fc::Align::bottom_right);
-    fc::gpu::BudgetRequest req;
-    req.options.recipe = fc::Recipe(s.recipe);
-    req.options.q_descale = req.options.k_descale = req.options.v_descale = descale;
-    req.options.num_splits = r.plan.num_splits;
-    req.options.l_from_fp32_p = r.plan.l_convention == FC_L_FP32_P;
-    req.options.two_level_accum = r.plan.two_level_accum == FC_YES;
-    req.options.accumulation = fc::Accumulation::tensor_core;
-    req.tile_n = r.plan.step_n;
+    fc::RunOptions asked;  // what the forward above asked: the recipe and its descales, the rest the kernel's
+    asked.recipe = fc::Recipe(s.recipe);
+    asked.q_descale = asked.k_descale = asked.v_descale = descale;
+    asked.num_splits = 0;
+    const fc::BudgetBasis basis = fc::budget_basis(caps, asked, fc::decode_run_plan(r.plan, asked, fp));
+    const fc::gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
     const auto t1 = std::chrono::steady_clock::now();
     r.v = fc::gpu::judge_on_device(fp, req, fc::gpu::DeviceTensors{q.p, k.p, v.p, o.p, b.lse}, 8);
     r.oracle_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
@@ -245,6 +246,11 @@ int main(int argc, char** argv) {
   auto entry = reinterpret_cast<fc_plugin_entry_fn>(dlsym(handle, FC_PLUGIN_ENTRY_SYMBOL));
   const fc_plugin* plugin = entry ? entry() : nullptr;
   if (!plugin || plugin->abi_version != FC_ABI_VERSION) usage(plugin_path + ": not an ABI v2 plugin");
+  fc_capabilities raw_caps{};
+  char caps_message[1024] = {};
+  if (plugin->capabilities(&raw_caps, caps_message, sizeof caps_message) != FC_OK)
+    usage(plugin_path + ": capabilities() failed: " + caps_message);
+  const fc::Capabilities caps = fc::to_capabilities(raw_caps);
 
   std::string table =
       "| recipe | d | N | B | H | causal | kernel ms | elements | violations | max err/bound | LSE max | oracle s |\n"
@@ -252,7 +258,7 @@ int main(int argc, char** argv) {
   bool all_pass = true;
   double total_oracle = 0;
   for (const Shape& s : shapes) {
-    const Result r = run_shape(plugin, s, seed);
+    const Result r = run_shape(plugin, caps, s, seed);
     print_result(s, r);
     all_pass = all_pass && r.ok && r.v.verdict.violations == 0;
     char row[512];

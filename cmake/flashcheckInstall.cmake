@@ -16,7 +16,8 @@ set(FLASHCHECK_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashcheck CACHE S
 # Libraries, exported as flashcheck::<short name>.
 set(_fc_exported)
 foreach(_pair reference:flashcheck_reference distributions:flashcheck_distributions
-              subject:flashcheck_subject emulation:flashcheck_emulation subjects:flashcheck_subjects
+              subject:flashcheck_subject emulation:flashcheck_emulation plugin_abi:flashcheck_plugin_abi
+              subjects:flashcheck_subjects
               gpu_oracle:flashcheck_gpu_oracle check:flashcheck_check fuzz:flashcheck_fuzz
               properties:flashcheck_properties
               flashcheck:flashcheck property_runner:flashcheck_property_runner)

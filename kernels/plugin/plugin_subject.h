@@ -13,6 +13,7 @@
 #include <string>
 
 #include "flashcheck/plugin.h"
+#include "kernels/plugin/plugin_abi.h"
 #include "kernels/subject.h"
 
 namespace fc {
@@ -55,8 +56,5 @@ class PluginSubject : public Subject {
 // The ABI's problem description for (p, o); exposed for tests. Throws std::invalid_argument for a
 // problem the ABI cannot express (more than 2^31 - 1 keys in a key length, say).
 fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* key_lengths);
-
-// fc_capabilities -> Capabilities (exposed for tests).
-Capabilities to_capabilities(const fc_capabilities& raw);
 
 }  // namespace fc
