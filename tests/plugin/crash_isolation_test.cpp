@@ -67,6 +67,17 @@ TEST(CrashIsolation, ASegfaultAndAHangAreFindingsAndTheCampaignCompletes) {
   EXPECT_NE(again.output.find("reproduce " + line), std::string::npos) << again.output;
 }
 
+// A worker started by a process whose standard input is closed: the socket pair then takes fd 0 and fd 3,
+// the worker's end is already fd 3, and it must still reach the worker (a descriptor opened close-on-exec
+// stays so when it is "moved" onto itself).
+TEST(CrashIsolation, AWorkerStartsWithStandardInputClosed) {
+  const Result r = run_flashcheck({"check", "--plugin", FC_BROKEN_SEGV_ON_CASE, "--recipe", "fp32", "--n", "8", "--d",
+                                   "16", "--isolation", "worker"},
+                                  "sh -c 'exec 0<&-; exec \"$0\" \"$@\"'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
+}
+
 // The fuzzer on the segfaulting plugin: the crash is a finding with a reproducer, and the campaign
 // runs all its cases.
 TEST(CrashIsolation, FuzzingGoesOnPastACrash) {

@@ -1,5 +1,6 @@
 #include "tools/report/worker_subject.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -298,18 +299,21 @@ void WorkerSubject::start() {
   if (pid == 0) {
     // The worker's fd 3 is the socket; its stdout goes to stderr, so that whatever a plugin prints
     // never mixes with this command's output. Ctrl-C reaches the whole process group: the worker
-    // ignores it (the command decides when to stop), or an interrupt would read as a crash.
-    if (::dup2(sv[1], 3) < 0 || ::dup2(2, 1) < 0) ::_exit(127);
+    // ignores it (the command decides when to stop), or an interrupt would read as a crash. When the
+    // socket already is fd 3 (this process started with a standard stream closed), dup2 leaves it
+    // close-on-exec, so the flag is cleared instead. The image is /proc/self/exe itself, which still
+    // runs when the file was replaced on disk since this process started.
+    const bool moved = sv[1] == 3 ? ::fcntl(3, F_SETFD, 0) == 0 : ::dup2(sv[1], 3) == 3;
+    if (!moved || ::dup2(2, 1) < 0) ::_exit(127);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     ::sigaction(SIGINT, &ignore, nullptr);
-    ::execv(argv[0], argv.data());
+    ::execv("/proc/self/exe", argv.data());
     ::_exit(127);
   }
   ::close(sv[1]);
   pid_ = pid;
   fd_ = sv[0];
-  ++started_;
   Message type;
   std::string payload;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -329,16 +333,34 @@ void WorkerSubject::start() {
     stop(true);
     throw SubjectError("the worker for " + name_ + " sent an unexpected message");
   }
-  caps_ = get_caps(r);
+  try {
+    caps_ = get_caps(r);
+  } catch (const std::exception& e) {  // a truncated message: the worker is not usable
+    stop(true);
+    throw SubjectError("the worker for " + name_ + " sent unreadable capabilities: " + e.what());
+  }
 }
 
 std::string WorkerSubject::reap() {
   if (pid_ < 0) return "not running";
   int status = 0;
   pid_t r;
-  do r = ::waitpid(pid_, &status, 0);
-  while (r < 0 && errno == EINTR);
+  // A worker whose socket closed normally exits at once; one that closed it and lives on (a plugin that
+  // closed fd 3) is killed after five seconds rather than waited for forever.
+  bool killed = false;
+  for (int i = 0;; ++i) {
+    r = ::waitpid(pid_, &status, i < 100 ? WNOHANG : 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) break;
+    if (i == 99) {
+      ::kill(pid_, SIGKILL);
+      killed = true;
+    } else {
+      ::usleep(50000);
+    }
+  }
   pid_ = -1;
+  if (killed && r > 0) return "still running 5 s after its connection closed, and killed";
   if (r < 0) return "its status is unknown";
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -27,19 +27,16 @@ class WorkerSubject : public Subject {
   // One case at a time per worker.
   SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) override;
 
-  int workers_started() const { return started_; }
-
  private:
   void start();
   void stop(bool kill_it);
-  std::string reap();  // waits for the worker; how it ended, in words
+  std::string reap();  // waits for the worker (at most 5 s, then kills it); how it ended, in words
 
   std::string name_;
   double timeout_;
   Capabilities caps_;
   pid_t pid_ = -1;
   int fd_ = -1;
-  int started_ = 0;
   std::mutex mutex_;
 };
 
