@@ -321,8 +321,9 @@ void WorkerSubject::start() {
   const std::string err = recv_message(fd_, type, payload, &deadline);
   if (!err.empty()) {
     const bool hung = err == "timeout";
+    const std::string how = hung ? "" : reap();  // before stop(), which would reap it without saying how
     stop(hung);
-    throw SubjectError("the worker for " + name_ + (hung ? " did not start in time" : " ended before it was ready: " + reap()));
+    throw SubjectError("the worker for " + name_ + (hung ? " did not start in time" : " ended before it was ready: " + how));
   }
   Reader r{payload};
   if (type == kOpenError) {
