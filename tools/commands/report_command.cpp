@@ -153,9 +153,12 @@ int run(const ReportFlags& f, bool out_given) {
     std::vector<std::pair<double, const CaseRecord*>> needs;
     for (const auto& c : plan.cases) needs.push_back({host_bytes_for_case(problem_of(c)), &c});
     std::sort(needs.begin(), needs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    require_memory_for_case(needs.front().second->subject, problem_of(*needs.front().second),
-                            options_of(*needs.front().second), f.isolation,
-                            "the campaign's largest case (" + problem_of(*needs.front().second).describe() + ")");
+    // Every case, largest first: host memory, and device memory for the cases of our CUDA subjects run in
+    // this process (a case's device need grows with its split count, which its host need does not show).
+    for (const auto& [need, c] : needs)
+      require_memory_for_case(c->subject, problem_of(*c), options_of(*c), f.isolation,
+                              std::string(c == needs.front().second ? "the campaign's largest case" : "a case of the campaign") +
+                                  " (" + problem_of(*c).describe() + ")");
     const double avail = available_host_bytes();
     double together = 0;
     int fit = 0;
