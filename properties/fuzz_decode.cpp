@@ -1,10 +1,8 @@
 #include "properties/fuzz_decode.h"
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <random>

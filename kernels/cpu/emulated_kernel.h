@@ -6,8 +6,6 @@
 // the bound it is held to. The steps are emulated_steps.h; the switchable bugs deliberate_bugs.h.
 #pragma once
 
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/deliberate_bugs.h"

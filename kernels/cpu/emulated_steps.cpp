@@ -51,7 +51,6 @@ float dot_score(const Setup& st, const float* q, const float* k, int d, TileWork
 
 Setup make_setup(const Problem& p, const RunOptions& o, TileSize tile, int splits, BugHooks bugs) {
   Setup st;
-  st.recipe = o.recipe;
   st.rs = recipe_spec(o.recipe);
   st.simt = o.recipe == Recipe::fp32;
   st.tensor_core = !st.simt && o.accumulation == Accumulation::tensor_core;

@@ -16,7 +16,6 @@ namespace fc::emulation {
 
 // Per-run constants, as the CUDA host code computes them (fwd_params.h).
 struct Setup {
-  Recipe recipe;
   RecipeSpec rs;
   bool simt;          // fp32 recipe: the SIMT kernel's rounding points (fwd_fp32.cu)
   bool tensor_core;   // block-FMA model for S and P.V (else IEEE sequential fmaf)

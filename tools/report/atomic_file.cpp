@@ -134,20 +134,8 @@ void StagedFiles::discard() noexcept {
   created_.clear();
 }
 
-void write_file_atomically(const fs::path& path, std::string_view contents) {
-  StagedFiles files;
-  files.stage(path, contents);
-  files.commit();
-}
-
 void check_can_create(const fs::path& path) {
   if (const int err = probe_error(path)) throw OutputError("cannot write " + path.string() + ": " + std::strerror(err));
-}
-
-void ensure_writable_folder(const fs::path& folder) {
-  StagedFiles probe;
-  probe.create_folder(folder);
-  probe.commit();  // keeps the folder: the caller writes into it next
 }
 
 }  // namespace fc::report

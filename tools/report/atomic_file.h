@@ -52,13 +52,6 @@ class StagedFiles {
   std::vector<std::filesystem::path> created_, scratch_, obsolete_;
 };
 
-// One file, staged and committed on its own.
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
-
-// Creates the folder (and parents) and proves it writable by writing and removing a probe file.
-// Throws OutputError naming the folder and the reason otherwise.
-void ensure_writable_folder(const std::filesystem::path& folder);
-
 // Proves that a file can be created in the existing folder that holds `path` (a probe, removed again),
 // so a command refuses an unwritable output before its work. Throws OutputError naming `path`.
 void check_can_create(const std::filesystem::path& path);
