@@ -523,7 +523,8 @@ int report(const char* instr, const Tiles& T) {
   for (size_t h = 0; h < f.models.size(); ++h) {
     const Hypothesis& x = f.models[h];
     const Align rule = m.exponent_fields ? Align::exponent_fields : Align::min_normal;
-    if (x.b == m.b && !x.interleave && x.F == m.F && x.align == rule && x.final_rz && !x.c_last)
+    const bool same_steps = m.fp16_halves ? x.interleave == 2 && x.c_last : x.b == m.b && !x.interleave && !x.c_last;
+    if (same_steps && x.F == m.F && x.align == rule && x.final_rz)
       std::printf("  the emulation's model (%s): %zu / %zu\n", x.describe().c_str(), f.hits[h], outs.size());
   }
   return 0;

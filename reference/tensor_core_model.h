@@ -15,8 +15,9 @@
 // instructions gave identical bits on identical inputs); aligning at the product's magnitude (with
 // subnormals at the smallest normal, the rule before) reproduced 92.9 % (fp16) and 96.4 % (bf16). The
 // subnormal part was first found by the GPU fuzzer (seed 3, H200, 2026-11-29): fp16 Q = +-2^-24 against K
-// up to 2^15.7. For tf32 and fp8 the rule is not measured and the emulation keeps aligning at
-// |a|' |b|' = max(|a|, min_normal) max(|b|, min_normal) (see tensor_core_model below).
+// up to 2^15.7. fp8 through mma.sync follows the same rule inside its two fp16 steps (measured for e5m2;
+// see tensor_core_model). For tf32 the rule is not measured and the emulation keeps aligning at
+// |a|' |b|' = max(|a|, min_normal) max(|b|, min_normal).
 //
 // The budget charges each truncation 2^-F max(|c|, max_i |a_i|' |b_i|'), which bounds both rules:
 // 2^(e(a) + e(b)) <= |a|' |b|'.
@@ -41,21 +42,27 @@ struct BlockFmaModel {
   // truncations plus 2^-23 for the final round-toward-zero. For fp8 the budget is more conservative than
   // the model the emulation executes (see budget_F).
   int budget_F = 25;
+  // fp8 mma.sync (m16n8k32) runs on the fp16 tensor cores: two steps of b/2 products from zero, keys
+  // 4j, 4j + 1 of the instruction first, then 4j + 2, 4j + 3, and C added at the end by an fp32 add
+  // (round to nearest). See mma_step.
+  bool fp16_halves = false;
   double step_bound() const { return double(b + 1) * std::ldexp(1.0, -budget_F) + std::ldexp(1.0, -23); }
 };
 
 // H100/H200 mma.sync parameters per recipe. fp16/bf16: b = 16, F = 25 (m16n8k16). tf32: b = 8, F = 25
-// (m16n8k8). fp8 via mma.sync m16n8k32: numerics.md reports Hopper mma.sync fp8 matching fp32-precision
-// sums (~99.6%), not the 13-bit wgmma accumulator; the emulation executes b = 32, F = 25 and the budget
-// charges one bit less (F = 24), which also covers a sequential round-to-nearest fp32 sum of the 33 terms
-// (gamma_33(2^-24) < 35 * 2^-24). A wgmma fp8 kernel (F = 13) is NOT covered: see docs/error-analysis.md.
-// fp32 has no tensor-core path (the fp32 recipe is always IEEE sequential FMA).
+// (m16n8k8), not measured. fp8 via mma.sync m16n8k32: two fp16 steps of 16 and C added last (measured on
+// the H200 with bench/tensor_core_probe: 163,840 of 163,840 e5m2 results; e4m3's narrow range cannot tell
+// this model from several others, all with C added last), not the 13-bit wgmma accumulator. The budget
+// charges a 32-product step with F = 24: (33 2^-24 + 2^-23) per instruction, more than the two steps'
+// 2 (17 2^-25 + 2^-23) plus 2^-24 for adding C, and more than a sequential round-to-nearest fp32 sum of the
+// 33 terms (gamma_33(2^-24) < 35 * 2^-24). A wgmma fp8 kernel (F = 13) is NOT covered: see
+// docs/error-analysis.md. fp32 has no tensor-core path (the fp32 recipe is always IEEE sequential FMA).
 inline BlockFmaModel tensor_core_model(Recipe r) {
   switch (r) {
-    case Recipe::tf32: return {8, 25, false, 25};
+    case Recipe::tf32: return {8, 25, false, 25, false};
     case Recipe::fp8_e4m3:
-    case Recipe::fp8_e5m2: return {32, 25, false, 24};
-    default: return {16, 25, true, 25};
+    case Recipe::fp8_e5m2: return {32, 25, true, 24, true};
+    default: return {16, 25, true, 25, false};
   }
 }
 
@@ -102,6 +109,21 @@ inline float block_fma_step(float c, const double* t, int n, int F, const double
   double s = std::trunc(static_cast<double>(c) * iq);
   for (int i = 0; i < n; ++i) s += std::trunc(t[i] * iq);  // integers < 2^(F+8): exact in double
   return round_toward_zero_f32(s * q);
+}
+
+// One MMA instruction over n <= m.b exact products t (alignment magnitudes `align`) with accumulator c:
+// one block step (16-bit operands, tf32), or for fp8 (m.fp16_halves) two steps of b/2 from zero over
+// alternating key pairs and then c + that in fp32, round to nearest.
+inline float mma_step(const BlockFmaModel& m, float c, const double* t, const double* align, int n) {
+  if (!m.fp16_halves) return block_fma_step(c, t, n, m.F, align);
+  double t0[32], a0[32], t1[32], a1[32];
+  int n0 = 0, n1 = 0;
+  for (int i = 0; i < n && i < 64; ++i) {
+    if ((i / 2) % 2 == 0) t0[n0] = t[i], a0[n0++] = align[i];
+    else t1[n1] = t[i], a1[n1++] = align[i];
+  }
+  const float halves = block_fma_step(block_fma_step(0.0f, t0, n0, m.F, a0), t1, n1, m.F, a1);
+  return c + halves;
 }
 
 }  // namespace fc

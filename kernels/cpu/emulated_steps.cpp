@@ -39,7 +39,7 @@ float dot_score(const Setup& st, const float* q, const float* k, int d, TileWork
         w.terms[t] = double(q[c0 + t]) * double(k[c0 + t]);
         w.align[t] = product_alignment(st.tcm, q[c0 + t], k[c0 + t], st.mn_op, st.mn_op);
       }
-      acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
+      acc = mma_step(st.tcm, acc, w.terms.data(), w.align.data(), n);
     }
   } else {
     for (int c = 0; c < d; ++c) acc = std::fma(q[c], k[c], acc);
@@ -213,7 +213,7 @@ void sum_l(const Setup& st, RowState& rs, TileWork& w) {
         w.terms[t] = w.pr[x0 + t];
         w.align[t] = product_alignment(st.tcm, w.pr[x0 + t], 1.0, st.mn_p, st.mn_op);
       }
-      rs.l = block_fma_step(rs.l, w.terms.data(), n, st.tcm.F, w.align.data());
+      rs.l = mma_step(st.tcm, rs.l, w.terms.data(), w.align.data(), n);
     }
   } else {
     if (rescale)
@@ -248,7 +248,7 @@ void accumulate_pv(const Setup& st, const Problem& p, const HeadOperands& ops, R
           w.terms[t] = pv * vv;
           w.align[t] = product_alignment(st.tcm, pv, vv, st.mn_p, st.mn_op);
         }
-        acc = block_fma_step(acc, w.terms.data(), n, st.tcm.F, w.align.data());
+        acc = mma_step(st.tcm, acc, w.terms.data(), w.align.data(), n);
       }
       rs.a[c] = st.two_level ? rs.a[c] + acc : acc;
     } else {

@@ -57,9 +57,29 @@ TEST(TensorCoreModel, ProductsAlignAtTheSumOfTheirExponentFields) {
   EXPECT_EQ(block_fma_step(0.0f, t, 3, m.F, by_value), 0.0f);
   EXPECT_EQ(product_alignment(m, 0.0, 3.0, kFp16MinNormal, kFp16MinNormal), 0.0);  // zero does not align
   EXPECT_EQ(product_alignment(m, 0x1p-24, 0x1.8p3, kFp16MinNormal, kFp16MinNormal), 0x1p-11);  // subnormal at e_min
-  // tf32 and fp8 are not measured: they keep |a|' |b|'.
-  EXPECT_FALSE(tensor_core_model(Recipe::fp8_e4m3).exponent_fields);
-  EXPECT_EQ(product_alignment(tensor_core_model(Recipe::fp8_e4m3), 1.5, 1.5, 0x1p-6, 0x1p-6), 2.25);
+  // fp8 (inside its fp16 steps) follows the rule too; tf32 is not measured and keeps |a|' |b|'.
+  EXPECT_TRUE(tensor_core_model(Recipe::fp8_e5m2).exponent_fields);
+  EXPECT_FALSE(tensor_core_model(Recipe::tf32).exponent_fields);
+  EXPECT_EQ(product_alignment(tensor_core_model(Recipe::tf32), 1.5, 1.5, 0x1p-126, 0x1p-126), 2.25);
+}
+
+// fp8 mma.sync adds C after the products' two fp16 steps, rounding to nearest: with C = 1 and one product
+// of 0.75 * 2^-23, C inside a step would keep the product above the grain and then truncate the sum to 1;
+// added last, 1 + 0.75 * 2^-23 rounds up to 1 + 2^-23. The two steps take alternating key pairs.
+TEST(TensorCoreModel, Fp8MmaSyncAddsCLastAfterTwoSteps) {
+  const BlockFmaModel m = tensor_core_model(Recipe::fp8_e5m2);
+  ASSERT_TRUE(m.fp16_halves);
+  double t[32] = {}, a[32] = {};
+  t[0] = a[0] = 0x1.8p-24;
+  EXPECT_EQ(mma_step(m, 1.0f, t, a, 32), 1.0f + 0x1p-23f);
+  EXPECT_EQ(block_fma_step(1.0f, t, 32, m.F, a), 1.0f);
+  // Keys 0, 1 are in the first step and key 2 in the second: 1 - 1 at keys 0 and 1 cancels there, so
+  // 2^-30 at key 2 meets only C = 0 in its step and survives; in one step with the 1s (contiguous halves,
+  // keys 0-15) it would fall below the grain 2^-25 and be lost.
+  double u[32] = {}, ua[32] = {};
+  u[0] = ua[0] = 1.0, u[1] = -1.0, ua[1] = 1.0, u[2] = ua[2] = 0x1p-30;
+  EXPECT_EQ(mma_step(m, 0.0f, u, ua, 32), 0x1p-30f);
+  EXPECT_EQ(block_fma_step(0.0f, u, 16, m.F, ua), 0.0f);
 }
 
 // The GPU fuzzer's case (seed 3, H200, 2026-11-29): one row of fp16 Q and the only key of K, d = 32, two
