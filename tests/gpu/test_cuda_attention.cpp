@@ -538,6 +538,38 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
   }
 }
 
+// A kernel that faults leaves the process's CUDA context unusable. The launch on device buffers returns
+// before the fault surfaces, so the fault shows in the next call: that call must report FC_ERR_STICKY
+// (the host then runs no further case in this process, or replaces its worker), not a plain runtime
+// error or a verdict. The fault comes from Q, K, V and O at an address nothing was allocated at; it runs
+// in a child process (gtest's threadsafe death test re-runs this binary), since the context is lost.
+TEST(CudaFusedDeathTest, AFaultIsStickyForTheNextCall) {
+  REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Case c;
+        c.recipe = FC_RECIPE_BF16;
+        const Data d = make_data(c);
+        fc_problem p = problem_of(c, d);
+        fc_buffers b{};
+        b.memory = FC_MEMORY_DEVICE;
+        void* nowhere = reinterpret_cast<void*>(uintptr_t(0x1000));
+        b.q = contiguous(nowhere, c.hq, c.nq, c.d);
+        b.k = contiguous(nowhere, c.hkv, c.nk, c.d);
+        b.v = contiguous(nowhere, c.hkv, c.nk, c.d);
+        b.o = contiguous(nowhere, c.hq, c.nq, c.d);
+        const fcc::Status launched = fcc::forward(fcc::Subject::kFused, p, b);
+        cudaDeviceSynchronize();
+        Result r;
+        const fcc::Status next = run_host(fcc::Subject::kFused, c, d, r);
+        std::fprintf(stderr, "launch: %d %s; next call: %d %s\n", int(launched.code), launched.message.c_str(),
+                     int(next.code), next.message.c_str());
+        std::exit(next.code == FC_ERR_STICKY ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "next call: ");
+}
+
 TEST(CudaFused, TinyAndEmpty) {
   REQUIRE_GPU();
   for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_FP32, FC_RECIPE_FP8_E4M3}) {
