@@ -6,6 +6,29 @@
 
 namespace fc {
 
+size_t storage_bytes(Format f) {
+  switch (f) {
+    case Format::fp32:
+    case Format::tf32: return 4;
+    case Format::fp16:
+    case Format::bf16: return 2;
+    case Format::e4m3:
+    case Format::e5m2: return 1;
+    case Format::fp64: return 8;
+  }
+  throw std::logic_error("unknown format");
+}
+
+fc_tensor contiguous_tensor(void* data, int heads, int64_t n, int d) {
+  fc_tensor t{};
+  t.data = data;
+  t.stride[3] = 1;
+  t.stride[2] = d;
+  t.stride[1] = n * d;
+  t.stride[0] = int64_t(heads) * n * d;
+  return t;
+}
+
 Capabilities to_capabilities(const fc_capabilities& raw) {
   Capabilities c;
   c.name = raw.name ? raw.name : "";
@@ -79,6 +102,50 @@ RunPlan decode_run_plan(const fc_run_plan& raw, const RunOptions& o, const Probl
   if (o.l_from_fp32_p && plan.l_from_fp32_p == false) bad("l from the rounded P where the fp32 p was asked");
   if (o.two_level_accum && plan.two_level_accum == false) bad("one P.V chain where two-level accumulation was asked");
   return plan;
+}
+
+fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* key_lengths) {
+  fc_problem f{};
+  f.batch = p.batch;
+  f.heads_q = p.heads_q;
+  f.heads_kv = p.heads_kv;
+  f.n_q = p.n_q;
+  f.n_k = p.n_k;
+  f.d = p.d;
+  f.dv = p.dv;
+  f.scale = p.effective_scale();
+  f.mask = FC_MASK_NONE;
+  f.window_left = -1;
+  f.window_right = -1;
+  f.window_align = FC_ALIGN_TOP_LEFT;
+  if (p.window.active()) {
+    if (p.window.left < 0 && p.window.right == 0) {
+      f.mask = p.window.align == Align::top_left ? FC_MASK_CAUSAL_TOP_LEFT : FC_MASK_CAUSAL_BOTTOM_RIGHT;
+    } else {
+      f.mask = FC_MASK_WINDOW;
+      f.window_left = p.window.left < 0 ? -1 : p.window.left;
+      f.window_right = p.window.right < 0 ? -1 : p.window.right;
+      f.window_align = p.window.align == Align::top_left ? FC_ALIGN_TOP_LEFT : FC_ALIGN_BOTTOM_RIGHT;
+    }
+  }
+  f.key_lengths = key_lengths;
+  f.dense_mask = p.dense_mask.empty() ? nullptr : p.dense_mask.data();
+  f.recipe = static_cast<int32_t>(o.recipe);
+  const bool fp8 = is_fp8(o.recipe);
+  f.q_descale = fp8 ? float(o.q_descale) : 1.0f;
+  f.k_descale = fp8 ? float(o.k_descale) : 1.0f;
+  f.v_descale = fp8 ? float(o.v_descale) : 1.0f;
+  if (fp8 && (double(f.q_descale) != o.q_descale || double(f.k_descale) != o.k_descale ||
+              double(f.v_descale) != o.v_descale))
+    throw std::invalid_argument("plugin subject: fp8 descales must be fp32 values (the ABI carries floats)");
+  f.flags = 0;
+  if (o.l_from_fp32_p) f.flags |= FC_FLAG_L_FROM_FP32_P;
+  if (o.two_level_accum) f.flags |= FC_FLAG_TWO_LEVEL_ACCUM;
+  if (o.normalisation == Normalisation::fa1) f.flags |= FC_FLAG_FA1_NORMALISATION;
+  f.tile_m = o.tile_m;
+  f.tile_n = o.tile_n;
+  f.num_splits = o.num_splits;
+  return f;
 }
 
 }  // namespace fc

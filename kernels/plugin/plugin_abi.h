@@ -4,10 +4,24 @@
 // from the same reading of its plan.
 #pragma once
 
+#include <cstddef>
+
 #include "flashcheck/plugin.h"
 #include "kernels/subject.h"
+#include "reference/formats.h"
 
 namespace fc {
+
+// Storage width in bytes of a format inside an fc_tensor (fp32 and tf32 live in a float container).
+size_t storage_bytes(Format f);
+
+// A BHND tensor stored contiguously: strides (heads * n * d, n * d, d, 1).
+fc_tensor contiguous_tensor(void* data, int heads, int64_t n, int d);
+
+// The ABI's problem description for (p, o): masks, flags, tile and split requests, fp8 descales;
+// `key_lengths` is the caller's int32 copy in the buffers' memory (or null). Throws std::invalid_argument
+// for descales the ABI's floats cannot carry.
+fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* key_lengths);
 
 // fc_capabilities -> Capabilities.
 Capabilities to_capabilities(const fc_capabilities& raw);

@@ -28,20 +28,6 @@ std::string recipe_list(uint32_t bits) {
   return s.empty() ? "none" : s;
 }
 
-// Storage width in bytes of a format inside an fc_tensor (fp32 and tf32 live in a float container).
-size_t storage_bytes(Format f) {
-  switch (f) {
-    case Format::fp32:
-    case Format::tf32: return 4;
-    case Format::fp16:
-    case Format::bf16: return 2;
-    case Format::e4m3:
-    case Format::e5m2: return 1;
-    case Format::fp64: return 8;
-  }
-  throw std::logic_error("unknown format");
-}
-
 // Converts true values to stored bit patterns: stored = value / descale, which must be representable
 // (the generators make fp8 inputs that way). Returns a byte buffer of n * storage_bytes(f).
 std::vector<unsigned char> encode_tensor(const char* name, Format f, const std::vector<double>& values,
@@ -125,50 +111,6 @@ const char* status_name(fc_status s) {
 }
 
 }  // namespace
-
-fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* key_lengths) {
-  fc_problem f{};
-  f.batch = p.batch;
-  f.heads_q = p.heads_q;
-  f.heads_kv = p.heads_kv;
-  f.n_q = p.n_q;
-  f.n_k = p.n_k;
-  f.d = p.d;
-  f.dv = p.dv;
-  f.scale = p.effective_scale();
-  f.mask = FC_MASK_NONE;
-  f.window_left = -1;
-  f.window_right = -1;
-  f.window_align = FC_ALIGN_TOP_LEFT;
-  if (p.window.active()) {
-    if (p.window.left < 0 && p.window.right == 0) {
-      f.mask = p.window.align == Align::top_left ? FC_MASK_CAUSAL_TOP_LEFT : FC_MASK_CAUSAL_BOTTOM_RIGHT;
-    } else {
-      f.mask = FC_MASK_WINDOW;
-      f.window_left = p.window.left < 0 ? -1 : p.window.left;
-      f.window_right = p.window.right < 0 ? -1 : p.window.right;
-      f.window_align = p.window.align == Align::top_left ? FC_ALIGN_TOP_LEFT : FC_ALIGN_BOTTOM_RIGHT;
-    }
-  }
-  f.key_lengths = key_lengths;
-  f.dense_mask = p.dense_mask.empty() ? nullptr : p.dense_mask.data();
-  f.recipe = static_cast<int32_t>(o.recipe);
-  const bool fp8 = is_fp8(o.recipe);
-  f.q_descale = fp8 ? float(o.q_descale) : 1.0f;
-  f.k_descale = fp8 ? float(o.k_descale) : 1.0f;
-  f.v_descale = fp8 ? float(o.v_descale) : 1.0f;
-  if (fp8 && (double(f.q_descale) != o.q_descale || double(f.k_descale) != o.k_descale ||
-              double(f.v_descale) != o.v_descale))
-    throw std::invalid_argument("plugin subject: fp8 descales must be fp32 values (the ABI carries floats)");
-  f.flags = 0;
-  if (o.l_from_fp32_p) f.flags |= FC_FLAG_L_FROM_FP32_P;
-  if (o.two_level_accum) f.flags |= FC_FLAG_TWO_LEVEL_ACCUM;
-  if (o.normalisation == Normalisation::fa1) f.flags |= FC_FLAG_FA1_NORMALISATION;
-  f.tile_m = o.tile_m;
-  f.tile_n = o.tile_n;
-  f.num_splits = o.num_splits;
-  return f;
-}
 
 std::unique_ptr<PluginSubject> PluginSubject::open(const std::string& path) {
   // A plugin is a file: a relative path is resolved against the current folder, never looked up on the
@@ -281,21 +223,12 @@ SubjectOutput PluginSubject::run(const Problem& p, const AttentionInputs& in, co
   const bool want_lse = raw_.features & FC_CAP_LSE;
   GuardedBuffer lbuf(want_lse ? p.lse_size() : 0, sizeof(float));
 
-  auto contiguous = [](void* data, int heads, int64_t n, int d) {
-    fc_tensor t{};
-    t.data = data;
-    t.stride[3] = 1;
-    t.stride[2] = d;
-    t.stride[1] = n * d;
-    t.stride[0] = int64_t(heads) * n * d;
-    return t;
-  };
   fc_buffers b{};
   b.memory = FC_MEMORY_HOST;
-  b.q = contiguous(q.data(), p.heads_q, p.n_q, p.d);
-  b.k = contiguous(k.data(), p.heads_kv, p.n_k, p.d);
-  b.v = contiguous(v.data(), p.heads_kv, p.n_k, p.dv);
-  b.o = contiguous(obuf.body(), p.heads_q, p.n_q, p.dv);
+  b.q = contiguous_tensor(q.data(), p.heads_q, p.n_q, p.d);
+  b.k = contiguous_tensor(k.data(), p.heads_kv, p.n_k, p.d);
+  b.v = contiguous_tensor(v.data(), p.heads_kv, p.n_k, p.dv);
+  b.o = contiguous_tensor(obuf.body(), p.heads_q, p.n_q, p.dv);
   b.lse = want_lse ? reinterpret_cast<float*>(lbuf.body()) : nullptr;
   b.stream = nullptr;
   fc_run_plan plan{};

@@ -53,8 +53,4 @@ class PluginSubject : public Subject {
   std::string poisoned_;  // the FC_ERR_STICKY failure that made this process unusable for the plugin
 };
 
-// The ABI's problem description for (p, o); exposed for tests. Throws std::invalid_argument for a
-// problem the ABI cannot express (more than 2^31 - 1 keys in a key length, say).
-fc_problem to_fc_problem(const Problem& p, const RunOptions& o, const int32_t* key_lengths);
-
 }  // namespace fc
