@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/device_inputs.h"
+#include "properties/cuda/device_inputs.h"
 #include "flashcheck/plugin.h"
 #include "kernels/plugin/plugin_abi.h"
 #include "properties/check_pipeline.h"

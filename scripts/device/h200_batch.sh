@@ -4,7 +4,7 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -120,6 +120,11 @@ if want oracle_scale; then
     step "oracle_${shape//:/_}" "${ORACLE_SECONDS:-300}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
       --shape "$shape"
   done
+fi
+if want large_shapes; then
+  # The generators' large-shape mode on our kernel, judged on the device (LARGE_CASES cases, LARGE_SEED).
+  step large_shapes "${LARGE_SECONDS:-240}" env FLASHCHECK_LARGE_CASES="${LARGE_CASES:-8}" \
+    FLASHCHECK_LARGE_SEED="${LARGE_SEED:-1}" "$bin/large_shape_test"
 fi
 if want oracle_cli; then
   # The commands judged by the GPU oracle (--oracle gpu): the CLI test's GPU branch, one case, the default

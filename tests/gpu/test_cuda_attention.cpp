@@ -23,6 +23,7 @@
 
 #include "flashcheck/plugin.h"
 #include "fused_attention.h"
+#include "tests/gpu/cuda_plugin_path.h"
 
 namespace fcc = flashcheck::cuda;
 
@@ -337,15 +338,7 @@ TEST(CudaPluginValidation, RejectsBadProblems) {
 }
 
 TEST(CudaPluginValidation, CapabilitiesThroughCAbi) {
-  std::string path;
-  if (const char* env = std::getenv("FLASHCHECK_CUDA_PLUGIN")) {
-    path = env;
-  } else {
-    char exe[4096] = {0};
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    path = std::string(exe, n > 0 ? size_t(n) : 0);
-    path = path.substr(0, path.rfind('/') + 1) + FLASHCHECK_CUDA_PLUGIN_REL;
-  }
+  const std::string path = fc::gpu_test::cuda_plugin_path();
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << dlerror();
   auto entry = reinterpret_cast<fc_plugin_entry_fn>(dlsym(h, FC_PLUGIN_ENTRY_SYMBOL));

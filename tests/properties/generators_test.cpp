@@ -10,6 +10,7 @@
 
 #include "kernels/subject.h"
 #include "properties/generators.h"
+#include "properties/large_shapes.h"
 
 namespace fc {
 namespace {
@@ -262,6 +263,42 @@ TEST(property_generators, describe_is_readable) {
   const std::string d = c.describe();
   for (const char* field : {"B=", "Nq=", "Nk=", "d=", "Br=", "Bc=", "dist=", "seed=", "mask="})
     EXPECT_NE(d.find(field), std::string::npos) << field << " missing in " << d;
+}
+
+// The large-shape mode (properties/large_shapes.h): every draw is a valid problem within the limits (N up to
+// 64k, B·Hq up to 64, the score cap), GQA groups divide, head dims are the subject's; and the draws reach
+// the ends of the range (a sequence past 32k, a case with 64 heads' worth of B·Hq) and every mask kind.
+TEST(property_generators, large_shapes_stay_within_their_limits_and_reach_them) {
+  Capabilities caps;
+  caps.recipes = {Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3, Recipe::fp8_e5m2};
+  caps.head_dims = {64, 128, 256};
+  caps.causal = caps.window = caps.key_lengths = caps.gqa = true;
+  const LargeLimits lim;
+  std::mt19937_64 rng(7);
+  int64_t longest = 0;
+  int widest = 0;
+  std::set<std::string> masks;
+  std::set<int> groups;
+  for (int n = 0; n < 20000; ++n) {
+    const LargeCase c = draw_large_case(rng, caps, lim);
+    const Problem& p = c.problem;
+    ASSERT_NO_THROW(p.validate()) << c.describe();
+    ASSERT_LE(std::max(p.n_q, p.n_k), lim.max_n) << c.describe();
+    ASSERT_LE(p.batch * p.heads_q, lim.max_bh) << c.describe();
+    ASSERT_LE(double(p.batch) * p.heads_q * double(p.n_q) * double(p.n_k), lim.max_scores) << c.describe();
+    ASSERT_EQ(p.heads_q % p.heads_kv, 0) << c.describe();
+    ASSERT_TRUE(p.d == 64 || p.d == 128 || p.d == 256) << c.describe();
+    ASSERT_FALSE(unsupported(caps, p, c.options).has_value()) << c.describe();
+    longest = std::max(longest, std::max(p.n_q, p.n_k));
+    widest = std::max(widest, p.batch * p.heads_q);
+    masks.insert(!p.key_lengths.empty() ? "lengths" : !p.window.active() ? "none"
+                 : p.window.left < 0 && p.window.right == 0 ? "causal" : "window");
+    groups.insert(p.heads_q / p.heads_kv);
+  }
+  EXPECT_GT(longest, 32768);
+  EXPECT_EQ(widest, lim.max_bh);
+  EXPECT_EQ(masks.size(), 4u);
+  EXPECT_EQ(groups, (std::set<int>{1, 2, 4, 8}));
 }
 
 }  // namespace

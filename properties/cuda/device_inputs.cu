@@ -1,5 +1,5 @@
-// bench/device_inputs.h on the GPU.
-#include "bench/device_inputs.h"
+// properties/cuda/device_inputs.h on the GPU.
+#include "properties/cuda/device_inputs.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
