@@ -49,10 +49,7 @@ int main(int argc, char** argv) {
     // --help and --version come here too (exit 0); every real parse error is a usage error.
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "flashcheck: error: out of host memory (std::bad_alloc): a resource error, not a verdict\n");
-    return 2;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // the commands catch their own (fc::cli::run_command)
     std::fprintf(stderr, "flashcheck: error: %s\n", e.what());
     return 2;
   }

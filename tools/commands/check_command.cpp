@@ -105,17 +105,7 @@ void add_check(CLI::App& app, int& exit_code) {
   add_oracle_flag(cmd, o->oracle);
   cmd->footer("Exit: 0 within budget; 1 violations, or the subject failed, crashed or hung; 2 usage or input error, "
               "or a case that cannot run here (refused, or more memory than there is).");
-  cmd->callback([f, o, &exit_code] {
-    try {
-      exit_code = run(*f, *o);
-    } catch (const UsageError& e) {
-      std::fprintf(stderr, "flashcheck check: error: %s\n", e.what());
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "flashcheck check: error: %s\n", e.what());
-      exit_code = 2;
-    }
-  });
+  cmd->callback([f, o, &exit_code] { exit_code = fc::cli::run_command("check", [&] { return run(*f, *o); }); });
 }
 
 }  // namespace

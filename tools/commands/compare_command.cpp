@@ -271,17 +271,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quiet", opts->quiet, "only the verdict lines");
   fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for a plugin --subject");
   fc::report::add_oracle_flag(cmd, opts->oracle);
-  cmd->callback([opts, &exit_code] {
-    try {
-      exit_code = run_compare(*opts);
-    } catch (const fc::report::OutputError& e) {
-      std::cerr << "flashcheck compare: " << e.what() << "; nothing was written\n";
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "flashcheck compare: " << e.what() << "\n";
-      exit_code = 2;
-    }
-  });
+  cmd->callback([opts, &exit_code] { exit_code = fc::cli::run_command("compare", [&] { return run_compare(*opts); }); });
 }
 
 }  // namespace

@@ -366,19 +366,12 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
   fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for plugins and our CUDA subjects");
   fc::report::add_oracle_flag(cmd, opts->oracle);
   cmd->callback([opts, &exit_code, subject_opt, plugin_opt, limits_opt] {
-    try {
+    exit_code = fc::cli::run_command("fuzz", [&] {
       fc::report::choose_oracle(opts->oracle);
       if (!opts->explain.empty())
-        exit_code = run_explain(*opts, subject_opt->count() + plugin_opt->count() > 0, limits_opt->count() > 0);
-      else
-        exit_code = run_campaign(*opts);
-    } catch (const std::invalid_argument& e) {
-      std::cerr << "flashcheck fuzz: " << e.what() << "\n";
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "flashcheck fuzz: " << e.what() << "\n";
-      exit_code = 2;
-    }
+        return run_explain(*opts, subject_opt->count() + plugin_opt->count() > 0, limits_opt->count() > 0);
+      return run_campaign(*opts);
+    });
   });
 }
 

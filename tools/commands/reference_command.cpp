@@ -71,17 +71,7 @@ void add_reference_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"float64", "multiprecision"}));
   cmd->add_option("--out", opts->out, "where to write O (float64, shape (B, Hq, Nq, dv))")->required();
   cmd->add_option("--lse", opts->lse, "where to write the LSE (float64, shape (B, Hq, Nq), natural log)");
-  cmd->callback([opts, &exit_code] {
-    try {
-      exit_code = run_reference(*opts);
-    } catch (const fc::report::OutputError& e) {
-      std::cerr << "flashcheck reference: " << e.what() << "; nothing was written\n";
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "flashcheck reference: " << e.what() << "\n";
-      exit_code = 2;
-    }
-  });
+  cmd->callback([opts, &exit_code] { exit_code = fc::cli::run_command("reference", [&] { return run_reference(*opts); }); });
 }
 
 }  // namespace

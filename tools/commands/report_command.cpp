@@ -269,18 +269,7 @@ void add_report(CLI::App& app, int& exit_code) {
               "every case the subjects declined; "
               "130 interrupted by Ctrl-C (a partial report, marked \"partial\": true, is written first).");
   cmd->callback([flags, out, &exit_code] {
-    try {
-      exit_code = run(*flags, out->count() > 0);
-    } catch (const UsageError& e) {
-      std::fprintf(stderr, "flashcheck report: error: %s\n", e.what());
-      exit_code = 2;
-    } catch (const OutputError& e) {
-      std::fprintf(stderr, "flashcheck report: error: %s; nothing of this run was written\n", e.what());
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "flashcheck report: error: %s\n", e.what());
-      exit_code = 2;
-    }
+    exit_code = fc::cli::run_command("report", [&] { return run(*flags, out->count() > 0); });
   });
 }
 
