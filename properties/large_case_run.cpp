@@ -32,6 +32,14 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("large case: ") + what + ": " + cudaGetErrorString(e));
 }
 
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { check(cudaEventCreate(&e), "event"); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
 }  // namespace
 
 LargeResult run_large_case(const fc_plugin& plugin, const Capabilities& caps, const LargeCase& c) {
@@ -61,19 +69,15 @@ LargeResult run_large_case(const fc_plugin& plugin, const Capabilities& caps, co
   b.k = contiguous_tensor(k.p, p.heads_kv, p.n_k, p.d);
   b.v = contiguous_tensor(v.p, p.heads_kv, p.n_k, p.dv);
   b.o = contiguous_tensor(o.p, p.heads_q, p.n_q, p.dv);
-  b.lse = static_cast<float*>(lse.p);
+  b.lse = caps.lse ? static_cast<float*>(lse.p) : nullptr;  // a subject without an LSE is judged on O alone
   b.plan = &plan;
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "event");
-  check(cudaEventCreate(&e1), "event");
-  check(cudaEventRecord(e0), "event");
+  Event e0, e1;
+  check(cudaEventRecord(e0.e), "event");
   char message[2048] = {};
   const fc_status st = plugin.forward(&fp, &b, message, sizeof message);
-  check(cudaEventRecord(e1), "event");
-  const cudaError_t done = cudaEventSynchronize(e1);
-  cudaEventElapsedTime(&r.kernel_ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  check(cudaEventRecord(e1.e), "event");
+  const cudaError_t done = cudaEventSynchronize(e1.e);
+  cudaEventElapsedTime(&r.kernel_ms, e0.e, e1.e);
   if (st == FC_ERR_UNSUPPORTED) throw SubjectRefused(message);
   if (st != FC_OK) throw SubjectError(std::string("forward() failed with status ") + std::to_string(int(st)) + ": " + message);
   check(done, "the subject's kernel");
