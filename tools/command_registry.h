@@ -47,6 +47,8 @@ int run_command(const char* name, Body&& body) noexcept {
                  name);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashcheck %s: error: %s\n", name, e.what());
+  } catch (...) {  // a plugin's own exception type, say: still an error, never a crash of the tool
+    std::fprintf(stderr, "flashcheck %s: error: an exception of unknown type\n", name);
   }
   return 2;
 }
