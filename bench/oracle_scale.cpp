@@ -1,5 +1,5 @@
 // Our CUDA kernel judged by the GPU oracle at production shapes, everything on the device: random inputs
-// (bench/device_inputs.h: N(0,1), one rounding to the recipe's format, reproducible from the seed), the
+// (properties/cuda/device_inputs.h: N(0,1), one rounding to the recipe's format, reproducible from the seed), the
 // kernel's forward on device buffers, then reference + budget + verdict on the GPU for the plan the kernel
 // reports, read as the check pipeline reads it (kernels/plugin/plugin_abi.h, budget_basis: what the plan
 // leaves unknown is budgeted on the conservative side). Prints, per shape, the verdict, each stage's device time and the memory; with --markdown, one
