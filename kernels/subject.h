@@ -12,6 +12,8 @@
 #include "reference/problem.h"
 #include "reference/recipe.h"
 
+struct fc_plugin;  // include/flashcheck/plugin.h
+
 namespace fc {
 
 struct TileSize {
@@ -119,6 +121,9 @@ class Subject {
   virtual Capabilities capabilities() const = 0;
   // Inputs hold true values; for fp8 the stored values are in / descale, exactly representable.
   virtual SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) = 0;
+  // The C ABI table of a subject that is a plugin in this process, else null: what the large-shape mode
+  // runs on device buffers (properties/large_case_run.h), where host arrays would not fit.
+  virtual const fc_plugin* plugin_table() const { return nullptr; }
 };
 
 }  // namespace fc

@@ -20,8 +20,9 @@ struct LargeResult {
 };
 
 // Makes the inputs on the device, runs the plugin on them, judges its output for the plan it reported.
-// Throws SubjectRefused when the plugin declines the case, SubjectError when it fails, std::runtime_error
-// when the device does (with the bytes, when it is memory).
+// Throws SubjectRefused when the plugin declines the case, SubjectOutOfMemory / SubjectSticky /
+// SubjectError as its status says when it fails, std::runtime_error when the device does (with the bytes,
+// when it is memory).
 LargeResult run_large_case(const fc_plugin& plugin, const Capabilities& caps, const LargeCase& c);
 
 }  // namespace fc

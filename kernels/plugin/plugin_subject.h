@@ -32,6 +32,7 @@ class PluginSubject : public Subject {
 
   Capabilities capabilities() const override { return caps_; }
   SubjectOutput run(const Problem& p, const AttentionInputs& in, const RunOptions& o) override;
+  const fc_plugin* plugin_table() const override { return plugin_; }
 
   // The capabilities exactly as the plugin declared them.
   const fc_capabilities& raw_capabilities() const { return raw_; }

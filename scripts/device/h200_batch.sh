@@ -4,7 +4,7 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -125,6 +125,11 @@ if want large_shapes; then
   # The generators' large-shape mode on our kernel, judged on the device (LARGE_CASES cases, LARGE_SEED).
   step large_shapes "${LARGE_SECONDS:-240}" env FLASHCHECK_LARGE_CASES="${LARGE_CASES:-8}" \
     FLASHCHECK_LARGE_SEED="${LARGE_SEED:-1}" "$bin/large_shape_test"
+fi
+if want large_fuzz; then
+  # fuzz --large: the large-shape mode as a campaign on our kernel in this process (LARGE_FUZZ_SECONDS).
+  step large_fuzz $(( ${LARGE_FUZZ_SECONDS:-60} + 30 )) "$FLASHCHECK_EXE" fuzz --subject cuda --large \
+    --seconds "${LARGE_FUZZ_SECONDS:-60}" --seed "${LARGE_SEED:-1}"
 fi
 if want oracle_cli; then
   # The commands judged by the GPU oracle (--oracle gpu): the CLI test's GPU branch, one case, the default

@@ -32,6 +32,7 @@
 #include "properties/fuzz_reproduce.h"
 #include "properties/oracle.h"
 #include "tools/command_registry.h"
+#include "tools/commands/fuzz_large.h"
 #include "tools/report/atomic_file.h"
 #include "tools/report/interrupt.h"
 #include "tools/report/oracle_option.h"
@@ -56,6 +57,8 @@ struct FuzzOptions {
   bool no_score_guard = false, no_output_headroom = false;
   fc::report::Isolation isolation{"auto", 300, true};
   std::string oracle;
+  bool large = false;        // the large-shape mode (tools/commands/fuzz_large.h)
+  int64_t large_case = -1;   // with --large: that case alone
 };
 
 // The limits by name, with the domain guards as the options (or the reproducer) say.
@@ -365,8 +368,21 @@ void add_fuzz_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--run", opts->run, "with --explain: also run the case on the subject and print the verdict");
   fc::report::add_isolation_flags(cmd, opts->isolation, "a worker for plugins and our CUDA subjects");
   fc::report::add_oracle_flag(cmd, opts->oracle);
+  auto* large_opt = cmd->add_flag("--large", opts->large,
+                                  "the large-shape mode: production-size cases (N up to 64k, B*Hq up to 64) made and judged "
+                                  "on the device, the subject (cuda or a plugin) run on device buffers in this process");
+  cmd->add_option("--case", opts->large_case, "with --large: run that case alone (what a finding's reproducer says)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(large_opt);
   cmd->callback([opts, &exit_code, subject_opt, plugin_opt, limits_opt] {
     exit_code = fc::cli::run_command("fuzz", [&] {
+      if (opts->large) {
+        if (!opts->explain.empty()) throw fc::report::UsageError("--large and --explain do not go together");
+        return fc::report::run_large_campaign({opts->subject == "emulation" && subject_opt->count() + plugin_opt->count() == 0
+                                                   ? "cuda" : opts->subject,
+                                               opts->seed, opts->seconds, opts->max_cases, opts->large_case,
+                                               opts->period, opts->quiet});
+      }
       fc::report::choose_oracle(opts->oracle);
       if (!opts->explain.empty())
         return run_explain(*opts, subject_opt->count() + plugin_opt->count() > 0, limits_opt->count() > 0);
