@@ -4,8 +4,9 @@
 // device so that only counts, maxima, a histogram and the worst elements cross to the host. Built from
 // reference/cuda/ where nvcc is found; elsewhere every entry point says it is unavailable.
 //
-// Scope: any shape whose tensors fit in device memory (64-bit offsets throughout), dv <= 512, every
-// recipe, mask, GQA, key lengths and dense mask; budgets for every basis (the default BudgetTerms).
+// Scope: any shape whose tensors fit in device memory (64-bit offsets throughout), d and dv up to 256
+// (the staged chunks), softmax steps up to 128 keys, every recipe, mask, GQA, key lengths and dense mask;
+// budgets for every basis (the default BudgetTerms). Beyond that a problem is refused by name.
 #pragma once
 
 #include <cstddef>

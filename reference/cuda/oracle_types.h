@@ -91,7 +91,6 @@ struct Candidate {
   double got, want, err, bound, scaled_ulps;
 };
 
-// Launches (oracle_kernels.cu); each returns the launch's error.
 // Rows per block of the reference and the budget kernels at these head dims on this device (0: they do
 // not fit in its shared memory).
 int reference_rows_per_block(int d, int dv);
