@@ -1,10 +1,8 @@
-// Our CUDA kernel judged by the GPU oracle at production shapes, everything on the device: random inputs
-// (properties/cuda/device_inputs.h: N(0,1), one rounding to the recipe's format, reproducible from the seed), the
-// kernel's forward on device buffers, then reference + budget + verdict on the GPU for the plan the kernel
-// reports, read as the check pipeline reads it (kernels/plugin/plugin_abi.h, budget_basis: what the plan
-// leaves unknown is budgeted on the conservative side). Prints, per shape, the verdict, each stage's device time and the memory; with --markdown, one
-// table row per shape.
-//
+// Our CUDA kernel judged by the GPU oracle at fixed production shapes, everything on the device: each
+// shape runs as a large-shape case (properties/large_case_run.h: inputs N(0,1) made on the device from the
+// seed, the kernel's forward on device buffers, reference + budget + verdict on the GPU for the plan the
+// kernel reports, read as the check pipeline reads it). Prints, per shape, the verdict, each stage's device
+// time and the memory; with --markdown, one table row per shape.//
 //   oracle_scale --plugin libflashcheck_cuda_plugin.so [--b 1] [--h 16] [--n 16384] [--nk N] [--d 128]
 //                [--recipe bf16|fp16|e4m3|e5m2] [--causal] [--seed 1]
 //   oracle_scale --plugin ... --shape B:H:N:d:recipe:causal[:NK] [--shape ...]
@@ -12,7 +10,6 @@
 // --grid is the benchmark's grid (bench/sdpa_compare.py, the FA-3 paper's): d 64/128/256, N 512 ... 16k,
 // B = 16k / N, H = 2048 / d, causal and not. The exit status is 1 when any shape has a violation or fails.
 // The kernel is any plugin that takes device buffers (include/flashcheck/plugin.h), ours by default.
-#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <chrono>
@@ -24,11 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "properties/cuda/device_inputs.h"
 #include "flashcheck/plugin.h"
 #include "kernels/plugin/plugin_abi.h"
-#include "properties/check_pipeline.h"
-#include "reference/gpu_oracle.h"
+#include "properties/large_case_run.h"
 
 namespace {
 
@@ -56,90 +51,40 @@ std::vector<std::string> split(const std::string& s, char sep) {
   std::exit(2);
 }
 
-// Device memory released on scope exit.
-struct DeviceMemory {
-  void* p = nullptr;
-  explicit DeviceMemory(size_t bytes) {
-    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess)
-      throw std::runtime_error("cudaMalloc of " + std::to_string(bytes >> 20) + " MiB: " + cudaGetErrorString(e));
-  }
-  ~DeviceMemory() { cudaFree(p); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-};
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
 struct Result {
   bool ok = false;
   std::string error;
-  fc::gpu::Verdict v;
-  float kernel_ms = 0;
-  double oracle_wall = 0, tensors_gib = 0;
-  fc_run_plan plan{};
+  fc::LargeResult run;  // verdict, budget basis, kernel time, tensor memory
+  double wall_s = 0;    // inputs, kernel and oracle
 };
 
+// The shape as a large-shape case (properties/large_case_run.h makes its inputs on the device, runs the
+// plugin on them and judges there): N(0,1) inputs from the seed, fp8 stored as value * 8 (a power of two).
 Result run_shape(const fc_plugin* plugin, const fc::Capabilities& caps, const Shape& s, uint64_t seed) {
+  fc::LargeCase c;
+  fc::Problem& p = c.problem;
+  p.batch = s.b, p.heads_q = p.heads_kv = s.h, p.n_q = s.n, p.n_k = s.nk, p.d = p.dv = s.d;
+  if (s.causal) p.window = fc::Window::causal(fc::Align::bottom_right);
+  c.options.recipe = fc::Recipe(s.recipe);
+  if (fc::is_fp8(c.options.recipe)) c.options.q_descale = c.options.k_descale = c.options.v_descale = 0.125;
+  c.options.num_splits = 0;  // the kernel's choice
+  c.seed = seed;
   Result r;
-  const bool fp8 = s.recipe == FC_RECIPE_FP8_E4M3 || s.recipe == FC_RECIPE_FP8_E5M2;
-  const float descale = fp8 ? 0.125f : 1.0f;  // fp8: stored = value * 8, a power of two
-  const size_t in_b = fp8 ? 1 : 2, nq = size_t(s.b) * s.h * s.n * s.d, nk = size_t(s.b) * s.h * s.nk * s.d;
-  const size_t rows = size_t(s.b) * s.h * s.n;
-  r.tensors_gib = double((nq + 2 * nk) * in_b + nq * 2 + rows * 4) / (1 << 30);
+  const auto t0 = std::chrono::steady_clock::now();
   try {
-    DeviceMemory q(nq * in_b), k(nk * in_b), v(nk * in_b), o(nq * 2), lse(rows * sizeof(float));
-    check(fill_normal_on_device(q.p, nq, s.recipe, seed, 0, descale), "inputs");
-    check(fill_normal_on_device(k.p, nk, s.recipe, seed, 1, descale), "inputs");
-    check(fill_normal_on_device(v.p, nk, s.recipe, seed, 2, descale), "inputs");
-    fc_problem p{};
-    p.batch = s.b, p.heads_q = s.h, p.heads_kv = s.h, p.n_q = s.n, p.n_k = s.nk, p.d = s.d, p.dv = s.d;
-    p.scale = 1.0 / std::sqrt(double(s.d));
-    p.mask = s.causal ? FC_MASK_CAUSAL_BOTTOM_RIGHT : FC_MASK_NONE;
-    p.recipe = s.recipe;
-    p.q_descale = p.k_descale = p.v_descale = descale;
-    fc_buffers b{};
-    b.memory = FC_MEMORY_DEVICE;
-    b.q = fc_tensor{q.p, {int64_t(s.h) * s.n * s.d, s.n * s.d, s.d, 1}};
-    b.k = fc_tensor{k.p, {int64_t(s.h) * s.nk * s.d, s.nk * s.d, s.d, 1}};
-    b.v = fc_tensor{v.p, {int64_t(s.h) * s.nk * s.d, s.nk * s.d, s.d, 1}};
-    b.o = fc_tensor{o.p, {int64_t(s.h) * s.n * s.d, s.n * s.d, s.d, 1}};
-    b.lse = static_cast<float*>(lse.p);
-    b.plan = &r.plan;
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "event");
-    check(cudaEventCreate(&e1), "event");
-    check(cudaEventRecord(e0), "event");
-    char message[1024] = {};
-    const fc_status st = plugin->forward(&p, &b, message, sizeof message);
-    check(cudaEventRecord(e1), "event");
-    check(cudaEventSynchronize(e1), "kernel");
-    cudaEventElapsedTime(&r.kernel_ms, e0, e1);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (st != FC_OK) throw std::runtime_error("kernel status " + std::to_string(int(st)) + ": " + message);
-
-    fc::Problem fp;
-    fp.batch = s.b, fp.heads_q = s.h, fp.heads_kv = s.h, fp.n_q = s.n, fp.n_k = s.nk, fp.d = s.d, fp.dv = s.d;
-    if (s.causal) fp.window = fc::Window::causal(fc::Align::bottom_right);
-    fc::RunOptions asked;  // what the forward above asked: the recipe and its descales, the rest the kernel's
-    asked.recipe = fc::Recipe(s.recipe);
-    asked.q_descale = asked.k_descale = asked.v_descale = descale;
-    asked.num_splits = 0;
-    const fc::BudgetBasis basis = fc::budget_basis(caps, asked, fc::decode_run_plan(r.plan, asked, fp));
-    const fc::gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
-    const auto t1 = std::chrono::steady_clock::now();
-    r.v = fc::gpu::judge_on_device(fp, req, fc::gpu::DeviceTensors{q.p, k.p, v.p, o.p, b.lse}, 8);
-    r.oracle_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    r.run = fc::run_large_case(*plugin, caps, c);
     r.ok = true;
   } catch (const std::exception& e) {
     r.error = e.what();
   }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
-double oracle_s(const Result& r) { return r.v.timing.reference_s + r.v.timing.budget_s + r.v.timing.verdict_s; }
+double oracle_s(const Result& r) {
+  const fc::gpu::Timing& t = r.run.verdict.timing;
+  return t.reference_s + t.budget_s + t.verdict_s;
+}
 
 void print_result(const Shape& s, const Result& r) {
   std::printf("shape B=%d H=%d Nq=%lld Nk=%lld d=%d %s%s (Q: %.3g elements)\n", s.b, s.h, (long long)s.n,
@@ -149,12 +94,11 @@ void print_result(const Shape& s, const Result& r) {
     std::printf("  ERROR %s\n", r.error.c_str());
     return;
   }
-  const auto& v = r.v;
-  std::printf("  plan tile %dx%d step %d splits %d; kernel %.3f ms\n", r.plan.tile_m, r.plan.tile_n, r.plan.step_n,
-              r.plan.num_splits, r.kernel_ms);
-  std::printf("  oracle reference %.3f s, budget %.3f s, verdict %.3f s, total %.3f s (wall %.3f s)\n",
-              v.timing.reference_s, v.timing.budget_s, v.timing.verdict_s, oracle_s(r), r.oracle_wall);
-  std::printf("  memory: tensors %.2f GiB, oracle workspace %.2f GiB\n", r.tensors_gib,
+  const auto& v = r.run.verdict;
+  std::printf("  budget for %s; kernel %.3f ms\n", r.run.basis.describe().c_str(), r.run.kernel_ms);
+  std::printf("  oracle reference %.3f s, budget %.3f s, verdict %.3f s, total %.3f s (wall with inputs and kernel "
+              "%.3f s)\n", v.timing.reference_s, v.timing.budget_s, v.timing.verdict_s, oracle_s(r), r.wall_s);
+  std::printf("  memory: tensors %.2f GiB, oracle workspace %.2f GiB\n", r.run.device_gib,
               double(v.timing.peak_device_bytes) / (1 << 30));
   std::printf("  verdict %s: %llu elements, %llu violations (%llu NaN/inf), max error/bound %.4g, LSE max %.4g, "
               "rmse %.3g\n",
@@ -260,14 +204,14 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const Result r = run_shape(plugin, caps, s, seed);
     print_result(s, r);
-    all_pass = all_pass && r.ok && r.v.verdict.violations == 0;
+    all_pass = all_pass && r.ok && r.run.verdict.verdict.violations == 0;
     char row[512];
     if (r.ok) {
       total_oracle += oracle_s(r);
       std::snprintf(row, sizeof row, "| %s | %d | %lld | %d | %d | %s | %.3f | %llu | %llu | %.4g | %.4g | %.2f |\n",
-                    recipe_name(s.recipe), s.d, (long long)s.n, s.b, s.h, s.causal ? "yes" : "no", r.kernel_ms,
-                    (unsigned long long)r.v.verdict.elements, (unsigned long long)r.v.verdict.violations,
-                    r.v.verdict.max_ratio, r.v.verdict.max_lse_ratio, oracle_s(r));
+                    recipe_name(s.recipe), s.d, (long long)s.n, s.b, s.h, s.causal ? "yes" : "no", r.run.kernel_ms,
+                    (unsigned long long)r.run.verdict.verdict.elements, (unsigned long long)r.run.verdict.verdict.violations,
+                    r.run.verdict.verdict.max_ratio, r.run.verdict.verdict.max_lse_ratio, oracle_s(r));
     } else {
       std::snprintf(row, sizeof row, "| %s | %d | %lld | %d | %d | %s | error: %s |||||| \n", recipe_name(s.recipe), s.d,
                     (long long)s.n, s.b, s.h, s.causal ? "yes" : "no", r.error.substr(0, 200).c_str());
