@@ -617,6 +617,13 @@ uint64_t CaseGenerator::next() {  // splitmix64
   return z ^ (z >> 31);
 }
 
+uint64_t case_seed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 std::vector<uint8_t> CaseGenerator::next_bytes() {
   // Front: a value stream of 1 .. 16384 bytes. Tail: 128 bytes of choices, a third of them zero so
   // that option 0 of every choice (no NaN, no probe, no mask) stays common.

@@ -99,6 +99,10 @@ std::vector<uint8_t> encode_case(const std::vector<WantedField>& wanted, const s
 std::vector<std::pair<std::string, uint64_t>> trace_fields(std::span<const uint8_t> bytes, const Capabilities& caps,
                                                            const FuzzLimits& lim);
 
+// The seed of case `index` of a campaign with seed `seed`: so that any case is reproducible from the two
+// alone (flashcheck fuzz, and fuzz --large).
+uint64_t case_seed(uint64_t seed, uint64_t index);
+
 // Random bytes for the GPU driver: a tail of structural choices and a front value stream of random
 // length. Deterministic in its seed.
 class CaseGenerator {

@@ -71,13 +71,6 @@ fc::fuzz::FuzzLimits limits_with_guards(const std::string& name, bool score_guar
   return l;
 }
 
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // The subject behind a lock unless it declares that its runs may overlap (Capabilities::concurrent_runs:
 // the emulation, but not with a bug that keeps state between runs): one case on the device at a time.
 class SerialSubject : public fc::Subject {
@@ -248,7 +241,7 @@ int run_campaign(const FuzzOptions& o) {
       if (clock::now() >= deadline || fc::report::interrupted()) break;
       const uint64_t idx = next.fetch_add(1);
       if (o.max_cases && idx >= o.max_cases) break;
-      fc::fuzz::CaseGenerator gen(mix(o.seed, idx));
+      fc::fuzz::CaseGenerator gen(fc::fuzz::case_seed(o.seed, idx));
       const std::vector<uint8_t> bytes = gen.next_bytes();
       std::optional<fc::fuzz::FuzzCase> c;
       fc::fuzz::CaseVerdict v;

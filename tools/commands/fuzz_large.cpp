@@ -13,6 +13,7 @@
 #include "tools/report/subject_choice.h"
 
 #if defined(FLASHCHECK_HAVE_LARGE_CASES)
+#include "properties/fuzz_decode.h"
 #include "properties/large_case_run.h"
 #endif
 
@@ -23,8 +24,7 @@ namespace fc::report {
 namespace {
 
 LargeCase draw_case(uint64_t seed, uint64_t index, const Capabilities& caps) {
-  std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(index), uint32_t(index >> 32)};
-  std::mt19937_64 rng(seq);
+  std::mt19937_64 rng{fuzz::case_seed(seed, index)};
   return draw_large_case(rng, caps);
 }
 
