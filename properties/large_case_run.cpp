@@ -81,7 +81,7 @@ LargeResult run_large_case(const fc_plugin& plugin, const Capabilities& caps, co
   if (st == FC_ERR_UNSUPPORTED) throw SubjectRefused(message);
   if (st == FC_ERR_OUT_OF_MEMORY) throw SubjectOutOfMemory(std::string("forward() ran out of memory: ") + message);
   if (st == FC_ERR_STICKY) throw SubjectSticky(std::string("forward() left the process unusable: ") + message);
-  if (st != FC_OK) throw SubjectError(std::string("forward() failed with status ") + std::to_string(int(st)) + ": " + message);
+  if (st != FC_OK) throw SubjectError(std::string("forward() failed with ") + status_name(st) + ": " + message);
   check(done, "the subject's kernel");
   r.basis = budget_basis(caps, c.options, decode_run_plan(plan, c.options, p));
   const gpu::BudgetRequest req{r.basis.options, r.basis.tile_n, r.basis.both_l_conventions, r.basis.both_accumulations};

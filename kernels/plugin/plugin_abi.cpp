@@ -19,6 +19,18 @@ size_t storage_bytes(Format f) {
   throw std::logic_error("unknown format");
 }
 
+const char* status_name(fc_status s) {
+  switch (s) {
+    case FC_OK: return "FC_OK";
+    case FC_ERR_UNSUPPORTED: return "FC_ERR_UNSUPPORTED";
+    case FC_ERR_INVALID: return "FC_ERR_INVALID";
+    case FC_ERR_RUNTIME: return "FC_ERR_RUNTIME";
+    case FC_ERR_OUT_OF_MEMORY: return "FC_ERR_OUT_OF_MEMORY";
+    case FC_ERR_STICKY: return "FC_ERR_STICKY";
+  }
+  return "an unknown status";
+}
+
 fc_tensor contiguous_tensor(void* data, int heads, int64_t n, int d) {
   fc_tensor t{};
   t.data = data;

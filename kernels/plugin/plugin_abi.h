@@ -15,6 +15,9 @@ namespace fc {
 // Storage width in bytes of a format inside an fc_tensor (fp32 and tf32 live in a float container).
 size_t storage_bytes(Format f);
 
+// The status's name as the ABI spells it ("FC_ERR_STICKY"), for messages.
+const char* status_name(fc_status s);
+
 // A BHND tensor stored contiguously: strides (heads * n * d, n * d, d, 1).
 fc_tensor contiguous_tensor(void* data, int heads, int64_t n, int d);
 

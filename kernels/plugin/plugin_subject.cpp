@@ -98,18 +98,6 @@ struct GuardedBuffer {
   }
 };
 
-const char* status_name(fc_status s) {
-  switch (s) {
-    case FC_OK: return "FC_OK";
-    case FC_ERR_UNSUPPORTED: return "FC_ERR_UNSUPPORTED";
-    case FC_ERR_INVALID: return "FC_ERR_INVALID";
-    case FC_ERR_RUNTIME: return "FC_ERR_RUNTIME";
-    case FC_ERR_OUT_OF_MEMORY: return "FC_ERR_OUT_OF_MEMORY";
-    case FC_ERR_STICKY: return "FC_ERR_STICKY";
-  }
-  return "an unknown status";
-}
-
 }  // namespace
 
 std::unique_ptr<PluginSubject> PluginSubject::open(const std::string& path) {
