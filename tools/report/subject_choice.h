@@ -17,6 +17,7 @@
 #include "tools/report/worker_subject.h"
 
 #if defined(FC_HAVE_SUBJECTS)
+#include "kernels/plugin/plugin_abi.h"
 #include "kernels/subject_registry.h"
 #endif
 
@@ -102,8 +103,7 @@ inline void require_memory_for_case(const std::string& subject, const Problem& p
 #if defined(FC_HAVE_SUBJECTS)
   if ((subject == "cuda" || subject == "cuda-naive") && !runs_in_worker(subject, iso))
     if (const auto free = gpu_free_bytes()) {
-      const Format in = recipe_spec(o.recipe).input;
-      const int bytes = in == Format::e4m3 || in == Format::e5m2 ? 1 : in == Format::fp16 || in == Format::bf16 ? 2 : 4;
+      const int bytes = int(storage_bytes(recipe_spec(o.recipe).input));
       require_device_memory(device_bytes_for_case(p, bytes, o.num_splits), *free, what);
     }
 #else
