@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -100,6 +101,14 @@ struct Reader {
   }
 };
 
+// The capability flags that cross to the parent, in one order for both directions. concurrent_runs does
+// not: a worker runs one case at a time whatever its subject allows.
+template <class Caps>
+auto capability_flags(Caps& c) {
+  return std::array{&c.dv_may_differ, &c.any_tile, &c.causal, &c.window, &c.dense_mask, &c.key_lengths, &c.gqa, &c.lse,
+                    &c.split_kv, &c.fa1, &c.l_from_fp32_p, &c.two_level_accum, &c.subtile_steps, &c.deliberate_bugs};
+}
+
 void put(Writer& w, const Capabilities& c) {
   w.str(c.name);
   std::vector<int> recipes;
@@ -112,9 +121,7 @@ void put(Writer& w, const Capabilities& c) {
   std::vector<int> tile_recipes;
   for (Recipe x : c.tile_recipes) tile_recipes.push_back(int(x));
   w.ints(tile_recipes);
-  for (bool f : {c.dv_may_differ, c.any_tile, c.causal, c.window, c.dense_mask, c.key_lengths, c.gqa, c.lse, c.split_kv,
-                 c.fa1, c.l_from_fp32_p, c.two_level_accum, c.subtile_steps, c.deliberate_bugs})
-    w.i64(f);
+  for (const bool* f : capability_flags(c)) w.i64(*f);
 }
 
 Capabilities get_caps(Reader& r) {
@@ -125,9 +132,7 @@ Capabilities get_caps(Reader& r) {
   const std::vector<int> tiles = r.ints<int>();
   for (size_t i = 0; i + 1 < tiles.size(); i += 2) c.tiles.push_back({tiles[i], tiles[i + 1]});
   for (int x : r.ints<int>()) c.tile_recipes.push_back(Recipe(x));
-  for (bool* f : {&c.dv_may_differ, &c.any_tile, &c.causal, &c.window, &c.dense_mask, &c.key_lengths, &c.gqa, &c.lse,
-                  &c.split_kv, &c.fa1, &c.l_from_fp32_p, &c.two_level_accum, &c.subtile_steps, &c.deliberate_bugs})
-    *f = r.flag();
+  for (bool* f : capability_flags(c)) *f = r.flag();
   return c;
 }
 
