@@ -17,6 +17,7 @@
 #include "head_dim_dispatch.h"
 #include "mask.h"
 #include "mma.h"
+#include "normalise.h"
 
 namespace flashcheck::cuda {
 
@@ -111,12 +112,11 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) fwd_fp32_kernel(const FwdP
   if (row >= p.n_q) return;
   if (p.num_splits == 1) {
     float* o_row = static_cast<float*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + row * p.o_stride[2];
-    const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+    const float inv = inverse_l(l);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) o_row[lane + 32 * i] = l != 0.0f ? __fmul_rn(acc[i], inv) : 0.0f;
+    for (int i = 0; i < kPerLane; ++i) o_row[lane + 32 * i] = normalised(acc[i], l, inv);
     if (p.lse && lane == 0)
-      p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-          l != 0.0f ? __fadd_rn(__fmul_rn(m, p.scale_eff), __fsub_rn(logf(l), p.lse_offset)) : -INFINITY;
+      p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] = row_lse(m, l, p.scale_eff, p.lse_offset);
   } else {
     const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
 #pragma unroll

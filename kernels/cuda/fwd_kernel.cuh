@@ -27,6 +27,7 @@
 #include "fwd_params.h"
 #include "mask.h"
 #include "mma.h"
+#include "normalise.h"
 #include "softmax.h"
 #include "value_nan_guard.h"
 
@@ -181,38 +182,6 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* sv, unsigne
   }
 }
 
-// p -> P~ (times kPScale, rounded to the input format, packed as the next MMA's A operand) and the
-// lane's l partial, in the order documented in softmax.h. kExp: s still holds the scores and
-// p = exp2(s*c - m*c) is computed here, n-tile by n-tile, in one straight block with the rounding and the
-// sums, so that the SFU exps of one n-tile overlap the conversions and adds of the previous ones (the
-// 16-bit kernels); otherwise s holds p already (softmax_update). kLFromFp32 is a compile-time switch: a
-// run-time select there cost the 16-bit 128x64 tile 120 bytes of spills.
-// [kJ0, kJ1): the n-tiles to round (all by default); ascending calls keep the documented l order.
-template <typename ET, int kN, bool kLFromFp32, bool kExp = false, int kJ0 = 0, int kJ1 = kN, bool kSumL = true>
-__device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
-                                        float c = 0.0f, const float (&mc)[2] = {0.0f, 0.0f}) {
-#pragma unroll
-  for (int j = kJ0; j < kJ1; ++j)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float x0 = s[j][2 * r], x1 = s[j][2 * r + 1];
-      if constexpr (kExp) {
-        x0 = tile::ex2(__fmaf_rn(x0, c, -mc[r]));
-        x1 = tile::ex2(__fmaf_rn(x1, c, -mc[r]));
-      }
-      if constexpr (ET::kPScale != 1.0f) {
-        x0 = __fmul_rn(x0, ET::kPScale);
-        x1 = __fmul_rn(x1, ET::kPScale);
-      }
-      float r0, r1;
-      pk[j][r] = ET::round_pair(x0, x1, r0, r1);
-      if constexpr (kSumL) {
-        sm.add(r, kLFromFp32 ? x0 : r0);
-        sm.add(r, kLFromFp32 ? x1 : r1);
-      }
-    }
-}
-
 // Every m-tile's A fragment times one ldmatrix_x4 B fragment, whose halves are the 8-column n-tiles
 // 2 np and 2 np + 1 of c: the inner step of both S = Q K^T and O += P~ V.
 template <typename Mma, int kMT, int kNT>
@@ -333,13 +302,12 @@ __device__ __forceinline__ void store_o_via_smem(const FwdParams& p, const float
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = sm[mt].row_sum[r];
-      const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+      const float inv = inverse_l(l);
       unsigned char* o_row = s_o + (16 * mt + 8 * r + g) * Tr::kSmemRow;
 #pragma unroll
       for (int i = 0; i < kNTilesO; ++i) {
-        // A row with no visible key is 0 by definition (see the direct epilogue).
-        const float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
-        const float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
+        const float x0 = normalised(acc[mt][i][2 * r], l, inv);
+        const float x1 = normalised(acc[mt][i][2 * r + 1], l, inv);
         *reinterpret_cast<uint32_t*>(o_row + (8 * i + 2 * t) * 2) = ET::pack_out(x0, x1);
       }
     }
@@ -365,8 +333,7 @@ __device__ __forceinline__ void store_o_via_smem(const FwdParams& p, const float
         const float l = sm[mt].row_sum[r];
         if (row < p.n_q)
           p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-              l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
-                        : -INFINITY;
+              row_lse(sm[mt].row_max[r], l, p.scale_eff, p.lse_offset);
       }
   }
 }
@@ -379,34 +346,6 @@ __host__ __device__ constexpr bool as_bool(T v) {
   } else {
     return T::value;
   }
-}
-
-// Where a block sits in the problem: its rows, head, split and the key tiles it visits.
-struct BlockPlace {
-  int m0, row_last, h, split, b, h_kv;
-  int nb_begin, nb_end;  // key tiles [nb_begin, nb_end)
-  BlockMask mask;
-};
-
-// Grid position (bx, by, bz) of the forward grid (launch_fwd): x = row block, y = head x split, z = batch.
-template <typename Tr>
-__device__ __forceinline__ BlockPlace place_block(const FwdParams& p, int bx, int by, int bz) {
-  BlockPlace bp;
-  // Row blocks in reverse order: under a causal mask the last blocks have the most keys, so they start
-  // first and the short ones fill the tail of the grid.
-  const int m_block = (p.n_q + Tr::kBlockM - 1) / Tr::kBlockM - 1 - bx;
-  bp.h = by / p.num_splits;
-  bp.split = by % p.num_splits;
-  bp.b = bz;
-  bp.h_kv = bp.h / p.group;
-  bp.m0 = m_block * Tr::kBlockM;
-  bp.row_last = min(bp.m0 + Tr::kBlockM, p.n_q) - 1;
-  const RowMask rm = RowMask::make(p, bp.b);
-  int key_lo, key_hi;
-  rm.key_range(bp.m0, bp.row_last, key_lo, key_hi);
-  split_block_range(key_lo, key_hi, Tr::kBlockN, p.num_splits, bp.split, bp.nb_begin, bp.nb_end);
-  bp.mask = BlockMask::make(rm, bp.m0, bp.row_last, Tr::kBlockN);
-  return bp;
 }
 
 // Calls f(mt, r, row) for each row the warp holds (m-tile mt, half r: row warp_row0 + 16 mt + 8 r) that
@@ -447,7 +386,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
   static_assert(Tr::kStages == 2 || Tr::kSubTiles == 1, "one stage waits for V between S and P.V: one step");
   static_assert(Tr::kStages == 2 || !Tr::kLongSteps);
   constexpr bool kQInRegs = Tr::kQInRegs && !kGuard;
-  const detail::BlockPlace bp = detail::place_block<Tr>(p, bx, by, bz);
+  const BlockPlace bp = place_block<Tr::kBlockM, Tr::kBlockN>(p, bx, by, bz);
   const int h = bp.h, split = bp.split, b = bp.b, h_kv = bp.h_kv, m0 = bp.m0;
   const int nb_begin = bp.nb_begin, nb_end = bp.nb_end;
   const BlockMask mask = bp.mask;
@@ -617,25 +556,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
         if (kMasked) {
           const RowMask rm = RowMask::make(p, b);
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              // Shift to tile-local columns so the per-element test is two int compares on constants.
-              const int row = warp_row0 + 16 * mt + 8 * r;
-              int lo, hi;
-              rm.row_bounds(row, lo, hi);
-              lo -= n0 + 2 * t_col;
-              hi -= n0 + 2 * t_col;
-#pragma unroll
-              for (int j = 0; j < kNTilesSub; ++j)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const int cl = 8 * j + e;
-                  bool ok = cl >= lo && cl < hi;
-                  if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t_col + cl);
-                  if (!ok) s[mt][j][2 * r + e] = -INFINITY;
-                }
-            }
+          for (int mt = 0; mt < kMT; ++mt) mask_fragment(s[mt], rm, p, warp_row0 + 16 * mt, n0, t_col);
         }
 
         // ---- online softmax ----
@@ -653,7 +574,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
             constexpr int j0 = decltype(part)::value * kPart, j1 = j0 + kPart;
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
-              detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, j0, j1, !Tr::kLOnTensorCores>(s[mt], pk[mt],
+              round_p<ET, kNTilesSub, Tr::kLFromFp32, true, j0, j1, !Tr::kLOnTensorCores>(s[mt], pk[mt],
                                                                                                    sm[mt], c, mc[mt]);
             detail::pv_mma_16bit<Tr, kMT, kNTilesSub, j0 / 2, j1 / 2>(acc, pk, sv_s, v_off, sm);
           });
@@ -666,7 +587,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           rescale_o(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            detail::round_p<ET, kNTilesSub, Tr::kLFromFp32, true, 0, kNTilesSub, !Tr::kLOnTensorCores>(
+            round_p<ET, kNTilesSub, Tr::kLFromFp32, true, 0, kNTilesSub, !Tr::kLOnTensorCores>(
                 s[mt], pk[mt], sm[mt], c, mc[mt]);
         } else {
           // fp8 (registers tighter: P packing and V^T fragments) and the redo kernel (rarely run; it
@@ -677,9 +598,9 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
             if (detail::as_bool(l_fp32)) {
-              detail::round_p<ET, kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
+              round_p<ET, kNTilesSub, true>(s[mt], pk[mt], sm[mt]);
             } else {
-              detail::round_p<ET, kNTilesSub, false, false, 0, kNTilesSub, !Tr::kLOnTensorCores>(s[mt], pk[mt], sm[mt]);
+              round_p<ET, kNTilesSub, false, false, 0, kNTilesSub, !Tr::kLOnTensorCores>(s[mt], pk[mt], sm[mt]);
             }
           }
         }
@@ -794,13 +715,13 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
       if (redo) return;
     }
   } else {
-    nan_guard::clear_rows<Tr>(s_nan_rows);
+    nan_guard::clear_rows<Tr>(s_nan_rows, threadIdx.x);
     for (int nb = nb_begin; nb < nb_end; ++nb) {
       if (!mask.needs_mask(nb)) continue;
       __syncthreads();
-      nan_guard::map_tile<Tr>(v_g, v_row, nb * kBlockN, mask.kv_len, s_nan_tile);
+      nan_guard::map_tile<Tr>(v_g, v_row, nb * kBlockN, mask.kv_len, s_nan_tile, threadIdx.x);
       __syncthreads();
-      nan_guard::add_rows<Tr>(s_nan_tile, s_nan_rows, p, b, m0, nb * kBlockN);
+      nan_guard::add_rows<Tr>(s_nan_tile, s_nan_rows, p, b, m0, nb * kBlockN, threadIdx.x);
     }
     __syncthreads();
     nan_guard::poison<Tr>(acc, s_nan_rows, warp * Tr::kWarpRows + g, t);
@@ -823,14 +744,12 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
                 static_cast<long long>(h) * p.o_stride[1];
     detail::for_each_row<kMT>(warp_row0, p.n_q, [&](int mt, int r, int row) {
       const float l = sm[mt].row_sum[r];
-      const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+      const float inv = inverse_l(l);
       OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
 #pragma unroll
       for (int i = 0; i < Tr::kNTilesO; ++i) {
-        // A row with no visible key is 0 by definition, also when its accumulator holds 0 * NaN from a
-        // NaN value row that other rows of the tile see (the MMA cannot skip a zero P).
-        float x0 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r], inv) : 0.0f;
-        float x1 = l != 0.0f ? __fmul_rn(acc[mt][i][2 * r + 1], inv) : 0.0f;
+        float x0 = normalised(acc[mt][i][2 * r], l, inv);
+        float x1 = normalised(acc[mt][i][2 * r + 1], l, inv);
         if constexpr (Tr::kIsFp8) {
           x0 = __fmul_rn(x0, p.v_descale);
           x1 = __fmul_rn(x1, p.v_descale);
@@ -839,8 +758,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
       }
       if (p.lse && t == 0) {
         p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-            l != 0.0f ? __fadd_rn(__fmul_rn(sm[mt].row_max[r], p.scale_eff), __fsub_rn(logf(l), p.lse_offset))
-                     : -INFINITY;
+            row_lse(sm[mt].row_max[r], l, p.scale_eff, p.lse_offset);
       }
     });
   } else {
@@ -911,5 +829,6 @@ cudaError_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   redo<<<redo_grid, Tr::kNThreads, Tr::kSmemBytes, stream>>>(p, grid.x, grid.y, grid.z);
   return cudaGetLastError();
 }
+
 
 }  // namespace flashcheck::cuda

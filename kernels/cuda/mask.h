@@ -136,4 +136,56 @@ __host__ __device__ inline void split_block_range(int key_lo, int key_hi, int bl
   if (block_begin > block_end) block_begin = block_end;
 }
 
+// The element mask on one m16n8 accumulator fragment: s[j][2r + e] is row row_g + 8r (row_g: the lane's
+// row g) and key n0 + 8j + 2t + e. Masked scores become -inf. Shifted to tile-local columns once per row,
+// so that the per-element test is two int compares on constants.
+template <int kNTiles>
+__device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowMask& rm, const FwdParams& p, int row_g,
+                                              int n0, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_g + 8 * r;
+    int lo, hi;
+    rm.row_bounds(row, lo, hi);
+    lo -= n0 + 2 * t;
+    hi -= n0 + 2 * t;
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int cl = 8 * j + e;
+        bool ok = cl >= lo && cl < hi;
+        if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+        if (!ok) s[j][2 * r + e] = -INFINITY;
+      }
+  }
+}
+
+// Where a block of kBlockM query rows sits in the problem, at grid position (bx, by, bz) of the forward
+// grid (x = row block, y = head x split, z = batch): its rows, head, split and the key tiles of kBlockN
+// it visits. Row blocks in reverse order: under a causal mask the last blocks have the most keys, so they
+// start first and the short ones fill the tail of the grid.
+struct BlockPlace {
+  int m0, row_last, h, split, b, h_kv;
+  int nb_begin, nb_end;  // key tiles [nb_begin, nb_end)
+  BlockMask mask;
+};
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ BlockPlace place_block(const FwdParams& p, int bx, int by, int bz) {
+  BlockPlace bp;
+  const int m_block = (p.n_q + kBlockM - 1) / kBlockM - 1 - bx;
+  bp.h = by / p.num_splits;
+  bp.split = by % p.num_splits;
+  bp.b = bz;
+  bp.h_kv = bp.h / p.group;
+  bp.m0 = m_block * kBlockM;
+  bp.row_last = min(bp.m0 + kBlockM, p.n_q) - 1;
+  const RowMask rm = RowMask::make(p, bp.b);
+  int key_lo, key_hi;
+  rm.key_range(bp.m0, bp.row_last, key_lo, key_hi);
+  split_block_range(key_lo, key_hi, kBlockN, p.num_splits, bp.split, bp.nb_begin, bp.nb_end);
+  bp.mask = BlockMask::make(rm, bp.m0, bp.row_last, kBlockN);
+  return bp;
+}
+
 }  // namespace flashcheck::cuda

@@ -126,7 +126,7 @@ __device__ __forceinline__ void new_row_max(const OnlineSoftmax (&sm)[kMT], cons
 
 // The online-softmax step split in two, so that the caller can rescale O between them and the exps, the
 // P~ rounding and the l sums form one straight block (the 16-bit kernels): (1) here, the new row max,
-// alpha and m*c per row, and l <- l * alpha; (2) round_p with kExp (fwd_kernel.cuh).
+// alpha and m*c per row, and l <- l * alpha; (2) round_p with kExp (below).
 template <int kMT, int kNTiles>
 __device__ __forceinline__ void softmax_max_alpha(OnlineSoftmax (&sm)[kMT], const float (&s)[kMT][kNTiles][4],
                                                   float c, float (&alpha)[kMT][2], float (&mc)[kMT][2]) {
@@ -157,6 +157,38 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
         s[mt][j][2 * r] = tile::ex2(__fmaf_rn(s[mt][j][2 * r], c, -mc[mt][r]));
         s[mt][j][2 * r + 1] = tile::ex2(__fmaf_rn(s[mt][j][2 * r + 1], c, -mc[mt][r]));
       }
+}
+
+// p -> P~ (times kPScale, rounded to the input format, packed as the next MMA's A operand) and the
+// lane's l partial, in the order documented in softmax.h. kExp: s still holds the scores and
+// p = exp2(s*c - m*c) is computed here, n-tile by n-tile, in one straight block with the rounding and the
+// sums, so that the SFU exps of one n-tile overlap the conversions and adds of the previous ones (the
+// 16-bit kernels); otherwise s holds p already (softmax_update). kLFromFp32 is a compile-time switch: a
+// run-time select there cost the 16-bit 128x64 tile 120 bytes of spills.
+// [kJ0, kJ1): the n-tiles to round (all by default); ascending calls keep the documented l order.
+template <typename ET, int kN, bool kLFromFp32, bool kExp = false, int kJ0 = 0, int kJ1 = kN, bool kSumL = true>
+__device__ __forceinline__ void round_p(float (&s)[kN][4], uint32_t (&pk)[kN][2], OnlineSoftmax& sm,
+                                        float c = 0.0f, const float (&mc)[2] = {0.0f, 0.0f}) {
+#pragma unroll
+  for (int j = kJ0; j < kJ1; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float x0 = s[j][2 * r], x1 = s[j][2 * r + 1];
+      if constexpr (kExp) {
+        x0 = tile::ex2(__fmaf_rn(x0, c, -mc[r]));
+        x1 = tile::ex2(__fmaf_rn(x1, c, -mc[r]));
+      }
+      if constexpr (ET::kPScale != 1.0f) {
+        x0 = __fmul_rn(x0, ET::kPScale);
+        x1 = __fmul_rn(x1, ET::kPScale);
+      }
+      float r0, r1;
+      pk[j][r] = ET::round_pair(x0, x1, r0, r1);
+      if constexpr (kSumL) {
+        sm.add(r, kLFromFp32 ? x0 : r0);
+        sm.add(r, kLFromFp32 ? x1 : r1);
+      }
+    }
 }
 
 }  // namespace flashcheck::cuda

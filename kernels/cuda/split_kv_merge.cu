@@ -16,6 +16,7 @@
 
 #include "fwd_dispatch.h"
 #include "mma.h"
+#include "normalise.h"
 
 namespace flashcheck::cuda {
 
@@ -40,7 +41,7 @@ __global__ void split_kv_merge_kernel(const FwdParams p, int out_kind) {
     const float w = ms == -INFINITY ? 0.0f : tile::ex2(__fmul_rn(__fsub_rn(ms, m), c));
     l = __fadd_rn(l, __fmul_rn(w, p.ws_l[s * rows + row]));
   }
-  const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
+  const float inv = inverse_l(l);
   const long long o_off = b * p.o_stride[0] + h * p.o_stride[1] + n * p.o_stride[2];
   for (int k = lane; k < p.d; k += 32) {
     float a = 0.0f;
@@ -50,7 +51,7 @@ __global__ void split_kv_merge_kernel(const FwdParams p, int out_kind) {
       const float w = tile::ex2(__fmul_rn(__fsub_rn(ms, m), c));
       a = __fadd_rn(a, __fmul_rn(w, p.ws_acc[(s * rows + row) * p.d + k]));
     }
-    float o = l != 0.0f ? __fmul_rn(a, inv) : 0.0f;
+    float o = normalised(a, l, inv);
     if (p.v_descale != 1.0f) o = __fmul_rn(o, p.v_descale);
     if (out_kind == kOutFp32) {
       static_cast<float*>(p.o)[o_off + k] = o;
@@ -61,7 +62,7 @@ __global__ void split_kv_merge_kernel(const FwdParams p, int out_kind) {
     }
   }
   if (p.lse && lane == 0)
-    p.lse[row] = l != 0.0f ? __fadd_rn(__fmul_rn(m, p.scale_eff), __fsub_rn(logf(l), p.lse_offset)) : -INFINITY;
+    p.lse[row] = row_lse(m, l, p.scale_eff, p.lse_offset);
 }
 
 }  // namespace

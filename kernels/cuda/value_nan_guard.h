@@ -64,17 +64,19 @@ __device__ __forceinline__ void zero_tile_nans(unsigned char* sv) {
   __syncthreads();
 }
 
+// Steps 2b-2c run on Tr::kNThreads threads numbered tid = 0 .. kNThreads - 1 (v1: the block; v2: its
+// two consumer warpgroups).
 // Step 2b: the NaN bit map of the V tile at keys [n0, n0 + Bc) straight from global memory (keys at or
-// past kv_len count as finite: the kernel zero-fills them). Block-level; the caller brackets it with
+// past kv_len count as finite: the kernel never lets them reach a row). The caller brackets it with
 // barriers.
 template <typename Tr>
 __device__ __forceinline__ void map_tile(const unsigned char* v_g, int v_row, int n0, int kv_len,
-                                         uint32_t* tile_map) {
+                                         uint32_t* tile_map, int tid) {
   using ET = typename Tr::ET;
   constexpr int kW = kWords<Tr>;
   constexpr int kPacked = 32 * ET::kBytes / 4;  // 32-bit words of V per map word
   constexpr int kLanes = 4 / ET::kBytes;
-  for (int i = threadIdx.x; i < Tr::kBlockN * kW; i += Tr::kNThreads) {
+  for (int i = tid; i < Tr::kBlockN * kW; i += Tr::kNThreads) {
     const int key = n0 + i / kW;
     uint32_t bits = 0;
     if (key < kv_len) {
@@ -89,10 +91,10 @@ __device__ __forceinline__ void map_tile(const unsigned char* v_g, int v_row, in
 // thread owns the same row_map words in every call.
 template <typename Tr>
 __device__ __forceinline__ void add_rows(const uint32_t* tile_map, uint32_t* row_map, const FwdParams& p, int b,
-                                         int m0, int n0) {
+                                         int m0, int n0, int tid) {
   constexpr int kW = kWords<Tr>;
   const RowMask rm = RowMask::make(p, b);
-  for (int i = threadIdx.x; i < Tr::kBlockM * kW; i += Tr::kNThreads) {
+  for (int i = tid; i < Tr::kBlockM * kW; i += Tr::kNThreads) {
     const int row = m0 + i / kW;
     if (row >= p.n_q) continue;
     int lo, hi;
@@ -107,8 +109,8 @@ __device__ __forceinline__ void add_rows(const uint32_t* tile_map, uint32_t* row
 }
 
 template <typename Tr>
-__device__ __forceinline__ void clear_rows(uint32_t* row_map) {
-  for (int i = threadIdx.x; i < Tr::kBlockM * kWords<Tr>; i += Tr::kNThreads) row_map[i] = 0;
+__device__ __forceinline__ void clear_rows(uint32_t* row_map, int tid) {
+  for (int i = tid; i < Tr::kBlockM * kWords<Tr>; i += Tr::kNThreads) row_map[i] = 0;
 }
 
 // Step 2d, after a barrier: a = NaN where the row saw a NaN value. The lane owns the accumulator layout
