@@ -3,7 +3,8 @@
 // by 4; it computes a 64 x N tile, warp w owning rows 16w .. 16w + 15 with mma.sync's m16n8 fragment
 // layout. A comes from registers (mma.sync's A fragment per warp), B from shared memory through a matrix
 // descriptor. Today these serve the accumulation probe (bench/tensor_core_probe.cu), which measures the
-// arithmetic the error budget must model before a kernel is built on them.
+// arithmetic the error budget must model before a kernel is built on them, and kernel v2 (fwd_v2_kernel.cuh),
+// with the wider shapes of wgmma_ops.h.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,18 @@ __device__ __forceinline__ uint64_t smem_descriptor_no_swizzle(uint32_t smem_add
                                                                uint32_t mn_stride) {
   return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((k_stride & 0x3FFFF) >> 4) << 16) |
          (uint64_t((mn_stride & 0x3FFFF) >> 4) << 32);
+}
+
+// The descriptor of an operand in the 128-byte swizzled layout (layout type 1) that TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes (64 16-bit elements), in atoms of 8 rows = 1024 bytes
+// (1024-byte aligned). K-major operand (Q, K): `lbo` is unused (16) and `sbo` = 1024, the step between
+// 8-row groups along M/N; a k-step of 16 elements inside the 128-byte row advances the start address by 32
+// bytes. N-major operand (V as B of P.V, transposed): `lbo` = the byte step between 64-column panels along
+// N, `sbo` = 1024, the step between 8-key groups along K (PTX ISA, "Matrix Descriptor Format"; CUTLASS's
+// make_gmma_desc names the same strides).
+__device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
+         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(1) << 62);
 }
 
 // Orders this thread's earlier generic-proxy shared-memory writes before the async proxy (wgmma's reads
