@@ -141,4 +141,19 @@ constexpr TileList all_tiles() {
   return l;
 }
 
+// Kernel v2 (kernels/cuda/fwd_v2_kernel.cuh: TMA, wgmma, warp specialisation), fp16 and bf16 at these head
+// dims: 128 query rows per block (two consumer warpgroups of 64 rows, and a producer warpgroup: 12 warps),
+// Bc keys per tile in a ring of K and V buffers, one online-softmax step per tile. Bc = 128 where S (64
+// registers) fits beside O; at d = 256 O takes 128 registers and Bc = 64. The ring is as deep as shared
+// memory allows (Q + stages x (K + V) = 144 / 224 / 192 KiB of the 227), so that the producer runs ahead
+// across work tiles.
+inline constexpr int kV2HeadDims[] = {64, 128, 256};
+constexpr TileShape v2_tile(int d) {
+  return d == 64    ? TileShape{128, 128, 12, 4}
+         : d == 128 ? TileShape{128, 128, 12, 3}
+         : d == 256 ? TileShape{128, 64, 12, 2}
+                    : TileShape{0, 0, 0};
+}
+constexpr bool is_v2_head_dim(int d) { return v2_tile(d).m != 0; }
+
 }  // namespace fc::tiles

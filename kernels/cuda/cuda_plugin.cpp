@@ -1,5 +1,6 @@
-// C ABI entry points (plugin.h). Two shared libraries are built from this file: the fused kernel
-// (FLASHCHECK_NAIVE_SUBJECT undefined) and the naive baseline. Nothing here may throw across the ABI.
+// C ABI entry points (plugin.h). Three shared libraries are built from this file: the fused kernel v1
+// (no subject macro), kernel v2 (FLASHCHECK_V2_SUBJECT) and the naive baseline (FLASHCHECK_NAIVE_SUBJECT).
+// Nothing here may throw across the ABI.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -10,8 +11,10 @@
 
 namespace {
 
-#ifdef FLASHCHECK_NAIVE_SUBJECT
+#if defined(FLASHCHECK_NAIVE_SUBJECT)
 constexpr flashcheck::cuda::Subject kSubject = flashcheck::cuda::Subject::kNaive;
+#elif defined(FLASHCHECK_V2_SUBJECT)
+constexpr flashcheck::cuda::Subject kSubject = flashcheck::cuda::Subject::kFusedV2;
 #else
 constexpr flashcheck::cuda::Subject kSubject = flashcheck::cuda::Subject::kFused;
 #endif

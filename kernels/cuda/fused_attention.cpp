@@ -13,6 +13,7 @@
 #include "fwd_dispatch.h"
 #include "fwd_params.h"
 #include "head_dim_dispatch.h"
+#include "tensor_map.h"
 
 namespace flashcheck::cuda {
 
@@ -141,8 +142,13 @@ void host_unpack(std::vector<unsigned char>& src, const View& v, int bytes, void
   host_copy(Direction::scatter, static_cast<unsigned char*>(dst), v, bytes, src.data());
 }
 
+const char* subject_name(Subject s) {
+  return s == Subject::kNaive ? "cuda-naive" : s == Subject::kFusedV2 ? "cuda-v2" : "cuda-fa2";
+}
+
 Status validate(Subject subject, const fc_problem& p) {
   const bool naive = subject == Subject::kNaive;
+  const bool v2 = subject == Subject::kFusedV2;
   switch (p.recipe) {
     case FC_RECIPE_FP32:
     case FC_RECIPE_FP16:
@@ -153,10 +159,12 @@ Status validate(Subject subject, const fc_problem& p) {
       if (naive) return fail(FC_ERR_UNSUPPORTED, "the naive baseline supports fp32, fp16 and bf16 only");
       break;
     case FC_RECIPE_TF32:
-      return fail(FC_ERR_UNSUPPORTED, "recipe tf32 is not implemented by %s", naive ? "cuda-naive" : "cuda-fa2");
+      return fail(FC_ERR_UNSUPPORTED, "recipe tf32 is not implemented by %s", subject_name(subject));
     default:
       return fail(FC_ERR_INVALID, "unknown recipe %d", p.recipe);
   }
+  if (v2 && p.recipe != FC_RECIPE_FP16 && p.recipe != FC_RECIPE_BF16)
+    return fail(FC_ERR_UNSUPPORTED, "cuda-v2 runs fp16 and bf16 only (cuda-fa2 serves the other recipes)");
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1)
     return fail(FC_ERR_INVALID, "batch, heads_q and heads_kv must be >= 1 (got %d, %d, %d)", p.batch, p.heads_q,
                 p.heads_kv);
@@ -165,6 +173,11 @@ Status validate(Subject subject, const fc_problem& p) {
   if (p.n_q < 1 || p.n_k < 1) return fail(FC_ERR_INVALID, "n_q and n_k must be >= 1");
   if (p.n_q >= (1LL << 30) || p.n_k >= (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths of 2^30 or more");
   if (p.dv != p.d) return fail(FC_ERR_UNSUPPORTED, "dv (%d) != d (%d) is not supported", p.dv, p.d);
+  if (v2 && !fc::tiles::is_v2_head_dim(p.d)) {
+    std::string list;
+    for (int d : fc::tiles::kV2HeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported by cuda-v2 (supported: %s)", p.d, list.c_str());
+  }
   if (!is_supported_head_dim(p.d)) {
     std::string list;
     for (int d : fc::tiles::kHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
@@ -192,6 +205,12 @@ Status validate(Subject subject, const fc_problem& p) {
   }
   if (p.num_splits < 0) return fail(FC_ERR_INVALID, "num_splits must be >= 0");
   if (p.num_splits > 256) return fail(FC_ERR_UNSUPPORTED, "num_splits above 256");
+  if (v2 && (p.tile_m != 0 || p.tile_n != 0)) {
+    const TileShape t = fc::tiles::v2_tile(p.d);
+    if (p.tile_m != t.m || p.tile_n != t.n)
+      return fail(FC_ERR_UNSUPPORTED, "cuda-v2 runs one tile at head dim %d, %dx%d (tile %dx%d asked)", p.d, t.m, t.n,
+                  p.tile_m, p.tile_n);
+  }
   if (naive) {
     if (p.num_splits > 1) return fail(FC_ERR_UNSUPPORTED, "the naive baseline has no split-KV");
     if (p.tile_m != 0 || p.tile_n != 0) return fail(FC_ERR_UNSUPPORTED, "the naive baseline has no tile options");
@@ -224,16 +243,21 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
     return fail(FC_ERR_UNSUPPORTED, "fp32 runs one fixed %dx%d tiling (tile %dx%d asked)", fc::tiles::kSimtFp32Tile.m,
                 fc::tiles::kSimtFp32Tile.n, p.tile_m, p.tile_n);
   int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal, p.n_q);
-  if (p.tile_m != 0 || p.tile_n != 0) {
+  if (subject == Subject::kFusedV2) {
+    tile_index = -1;  // v2 has one tile per head dim, outside v1's table
+  } else if (p.tile_m != 0 || p.tile_n != 0) {
     tile_index = tile_index_of(p.d, p.tile_m, p.tile_n);
     if (tile_index < 0)
       return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
   }
-  const TileShape t = fp32 ? fc::tiles::kSimtFp32Tile : tile_options(p.d, tile_index);
+  const TileShape t = subject == Subject::kFusedV2 ? fc::tiles::v2_tile(p.d)
+                      : fp32                       ? fc::tiles::kSimtFp32Tile
+                                                   : tile_options(p.d, tile_index);
   lp.tile_index = tile_index;
   lp.tile_m = t.m;
   lp.tile_n = t.n;
-  lp.step_n = fp32 ? t.n : fc::tiles::softmax_step_n(t, is_fp8(p.recipe));
+  // v2 takes one online-softmax step per tile.
+  lp.step_n = fp32 || subject == Subject::kFusedV2 ? t.n : fc::tiles::softmax_step_n(t, is_fp8(p.recipe));
   if (p.num_splits > 0) {
     lp.num_splits = p.num_splits;
   } else {
@@ -257,6 +281,49 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
 }
 
 namespace {
+
+// Kernel v2 on device buffers (the split-KV workspace is the caller's): TMA descriptors for Q, K and V (a
+// tensor the copy engine cannot describe is repacked contiguously first), the scheduler's tile counter, and
+// one redo flag per block when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
+Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStream_t stream) {
+  V2TensorMaps maps{};
+  DeviceAlloc tq(stream), tk(stream), tv(stream);
+  auto map_of = [&](CUtensorMap* map, DeviceAlloc& tmp, const void*& data, long long* strides, int heads,
+                    long long rows, int box_rows) -> Status {
+    int64_t st[3] = {strides[0], strides[1], strides[2]};
+    if (!make_tile_map(map, data, 2, p.d, rows, heads, p.batch, st, box_rows).empty()) {
+      const View src{{p.batch, heads, rows, p.d}, {st[0], st[1], st[2], 1}};
+      const View dst = contiguous(p.batch, heads, rows, p.d);
+      FC_CUDA_TRY(tmp.alloc(static_cast<size_t>(p.batch) * heads * rows * p.d * 2));
+      FC_CUDA_TRY(copy_strided(tmp.get(), to_strided(dst), data, to_strided(src), 2, stream));
+      data = tmp.get();
+      for (int i = 0; i < 3; ++i) strides[i] = dst.stride[i];
+      const std::string why = make_tile_map(map, data, 2, p.d, rows, heads, p.batch, dst.stride, box_rows);
+      if (!why.empty()) return fail(FC_ERR_RUNTIME, "cuda-v2: %s", why.c_str());
+    }
+    return Status{};
+  };
+  FC_TRY(map_of(&maps.q, tq, fp.q, fp.q_stride, p.heads_q, p.n_q, lp.tile_m));
+  FC_TRY(map_of(&maps.k, tk, fp.k, fp.k_stride, p.heads_kv, p.n_k, lp.tile_n));
+  FC_TRY(map_of(&maps.v, tv, fp.v, fp.v_stride, p.heads_kv, p.n_k, lp.tile_n));
+  DeviceAlloc redo(stream), counter(stream);
+  FC_CUDA_TRY(counter.alloc(sizeof(unsigned)));
+  fp.tile_counter = static_cast<unsigned*>(counter.get());
+  fp.guard_values = fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0;
+  if (fp.guard_values) {
+    const size_t blocks = static_cast<size_t>((p.n_q + lp.tile_m - 1) / lp.tile_m) * p.heads_q * lp.num_splits * p.batch;
+    FC_CUDA_TRY(redo.alloc(blocks));
+    fp.redo = static_cast<uint8_t*>(redo.get());
+  }
+  const Recipe recipe = static_cast<Recipe>(p.recipe);
+  switch (p.d) {
+    case 64: FC_CUDA_TRY(run_fused_v2_hdim<64>(recipe, fp, maps, stream)); break;
+    case 128: FC_CUDA_TRY(run_fused_v2_hdim<128>(recipe, fp, maps, stream)); break;
+    case 256: FC_CUDA_TRY(run_fused_v2_hdim<256>(recipe, fp, maps, stream)); break;
+    default: return fail(FC_ERR_UNSUPPORTED, "cuda-v2: head dim %d", p.d);
+  }
+  return Status{};
+}
 
 // Device-side run on device buffers that the kernels can read directly (checked by the caller).
 Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, const void* q, const int64_t* qs,
@@ -323,6 +390,7 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     fp.ws_m = static_cast<float*>(ws_ml.get());
     fp.ws_l = fp.ws_m + rows;
   }
+  if (subject == Subject::kFusedV2) return run_v2(p, lp, fp, stream);
   const int tile_index = lp.tile_index;
   // Redo flags (fwd_params.h): the tensor-core kernels' V NaN guard, when some key tile can be a boundary
   // tile; and the 16-bit tiles with two m-tiles per warp, whose l accumulator the two share.
@@ -493,6 +561,17 @@ void capabilities(Subject subject, fc_capabilities* out) {
     out->name = "cuda-naive";
     out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
     out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE;
+    out->n_tiles = 0;
+    return;
+  }
+  if (subject == Subject::kFusedV2) {
+    out->name = "cuda-v2";
+    out->recipes = (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
+    out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
+                    FC_CAP_L_FROM_FP32_P;
+    constexpr int kN = sizeof(fc::tiles::kV2HeadDims) / sizeof(fc::tiles::kV2HeadDims[0]);
+    out->n_head_dims = kN;
+    for (int i = 0; i < kN; ++i) out->head_dims[i] = fc::tiles::kV2HeadDims[i];
     out->n_tiles = 0;
     return;
   }

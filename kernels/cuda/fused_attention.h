@@ -16,8 +16,9 @@ struct Status {
 };
 
 enum class Subject {
-  kFused,  // FA-2 style fused kernel (tensor cores for fp16/bf16/fp8, CUDA cores for fp32)
-  kNaive   // S and P materialised in global memory (GEMM, softmax, GEMM)
+  kFused,    // v1: FA-2 style fused kernel (tensor cores for fp16/bf16/fp8, CUDA cores for fp32)
+  kNaive,    // S and P materialised in global memory (GEMM, softmax, GEMM)
+  kFusedV2   // v2: Hopper's TMA, wgmma and warp specialisation (fp16/bf16 at d = 64, 128, 256)
 };
 
 // Fills the capabilities the subject declares through the C ABI.

@@ -2,6 +2,7 @@
 // own translation unit (fwd_hdim*.cu) so that a parallel build compiles them side by side.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "fwd_params.h"
@@ -15,6 +16,15 @@ template <int kHeadDim>
 cudaError_t run_fused_hdim(Recipe recipe, int tile_index, const FwdParams& p, cudaStream_t stream);
 cudaError_t run_fused_e4m3(int tile_index, const FwdParams& p, cudaStream_t stream);
 cudaError_t run_fused_e5m2(int tile_index, const FwdParams& p, cudaStream_t stream);
+
+// Kernel v2 (fwd_v2_kernel.cuh; fp16 and bf16 at fc::tiles::kV2HeadDims): the TMA descriptors of Q, K and
+// V (tensor_map.h), then the kernel, its guarded redo of the blocks that flagged a possible NaN leak (when
+// p.redo is set), and the split-KV merge when p.num_splits > 1. One translation unit per head dim.
+struct V2TensorMaps {
+  CUtensorMap q, k, v;
+};
+template <int kHeadDim>
+cudaError_t run_fused_v2_hdim(Recipe recipe, const FwdParams& p, const V2TensorMaps& maps, cudaStream_t stream);
 
 // SIMT fp32 fused kernel (fwd_fp32.cu): one fixed tiling, any num_splits.
 cudaError_t run_fused_fp32(const FwdParams& p, cudaStream_t stream);

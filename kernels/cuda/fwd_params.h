@@ -55,6 +55,10 @@ struct FwdParams {
   // (fwd_kernel.cuh, pv_mma_16bit). Written before read; never cleared.
   uint8_t* redo;
   bool guard_values;
+
+  // Kernel v2's dynamic tile scheduler (tile_scheduler.h): the count of work tiles handed out beyond each
+  // block's first, zeroed before each launch.
+  unsigned* tile_counter;
 };
 
 }  // namespace flashcheck::cuda

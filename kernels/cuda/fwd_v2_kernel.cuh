@@ -1,0 +1,471 @@
+// Kernel layer: the fused attention forward, version 2, for Hopper (sm_90a): TMA, wgmma and warp
+// specialisation, in FlashAttention-3's design. Version 1 (fwd_kernel.cuh: mma.sync, cp.async, every warp
+// loads and computes) stays beside it as a subject and serves what v2 does not compile (fp32, fp8, head
+// dims 32 and 96); v2 exists because Hopper's own instructions are what close v1's gap to cuDNN.
+//
+// A persistent grid of one block per SM walks the work tiles (128 query rows of one (batch, head, split);
+// tile_scheduler.h), 3 warpgroups:
+//   producer   (warpgroup 0, one thread): TMA loads each work tile's Q, then its K and V tiles of Bc keys
+//              into a 2-stage ring that runs on across work tiles (the next tile's first keys load while
+//              the last ones are computed and stored); each buffer has a "full" mbarrier (the copy engine
+//              counts its bytes) and an "empty" one that the consumers' 8 warps arrive on when they are
+//              done with it. It gives its registers away (setmaxnreg) and waits on the barriers.
+//   consumers  (warpgroups 1 and 2, 64 rows each): per key tile, load -> S = Q K^T (wgmma, Q and K from
+//              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
+//              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
+//              epilogue. A warp's accumulators are mma.sync's m16n8 fragments, so the mask, the softmax
+//              step, the rounding of P~, the normalisation and the LSE are v1's own helpers (mask.h,
+//              softmax.h, normalise.h): one definition each.
+//
+// Numerics: the rounding points of softmax.h with one step per tile (step = Bc); wgmma's accumulation is
+// mma.sync's bit for bit (measured, docs/error-analysis.md §1), and l from P~ runs on the tensor cores as
+// in v1 (P~ times a ones column, an m64n8k16 wgmma per 16 keys in the same k-step order as O's), so the
+// CPU emulation with tile 128 x Bc models v2 exactly. NaN in V: as v1 (value_nan_guard.h), a block that
+// may have leaked a NaN through a zero P flags itself, and the guarded instantiation of this kernel
+// (kGuard) recomputes it with the same tiles and steps, so the result is bit for bit what it would have
+// been, except that each NaN reaches exactly the rows that see its key.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "element.h"
+#include "fwd_params.h"
+#include "kernels/tile_policy.h"
+#include "mask.h"
+#include "normalise.h"
+#include "softmax.h"
+#include "tile_scheduler.h"
+#include "tma.h"
+#include "value_nan_guard.h"
+#include "wgmma.h"
+#include "wgmma_ops.h"
+
+namespace flashcheck::cuda {
+
+template <typename Elem_, int kHeadDim_>
+struct FwdV2Traits {
+  using Elem = Elem_;
+  using ET = ElementTraits<Elem>;
+  using Wgmma = std::conditional_t<std::is_same_v<Elem, Fp16>, tile::WgmmaF16, tile::WgmmaBF16>;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr fc::tiles::TileShape kTile = fc::tiles::v2_tile(kHeadDim);
+  static_assert(kTile.m == 128, "two consumer warpgroups of 64 rows");
+  static constexpr int kBlockM = kTile.m;
+  static constexpr int kBlockN = kTile.n;
+  static constexpr int kStages = kTile.stages;
+  static constexpr int kConsumers = kBlockM / 64;            // consumer warpgroups
+  static constexpr int kNThreads = 128 * (kConsumers + 1);   // + the producer warpgroup
+  static constexpr int kPanels = kHeadDim / 64;              // 128-byte swizzle panels of 64 columns
+  static constexpr int kPanelQ = kBlockM * 128;              // bytes of one panel of the Q tile
+  static constexpr int kPanelKV = kBlockN * 128;
+  static constexpr int kTileQ = kPanels * kPanelQ;
+  static constexpr int kTileKV = kPanels * kPanelKV;         // one K or one V tile
+  static constexpr int kNTilesS = kBlockN / 8;               // m16n8 fragments of S per warp
+  static constexpr int kNTilesO = kHeadDim / 8;
+  static constexpr int kKStepsS = kHeadDim / 16;             // k-steps of Q K^T
+  static constexpr int kKStepsPV = kBlockN / 16;             // k-steps of P~ V
+  // Shared memory, from a 1024-byte aligned base (the swizzle atom): Q | K ring | V ring | ones | barriers.
+  static constexpr int kOffQ = 0;
+  static constexpr int kOffK = kOffQ + kTileQ;
+  static constexpr int kOffV = kOffK + kStages * kTileKV;
+  static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
+  static constexpr int kOffBars = kOffOnes + 256;
+  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2]; then 2 work ids.
+  static constexpr int kNumBars = 2 + 4 * kStages + 4;
+  static constexpr int kOffWork = kOffBars + 8 * kNumBars;
+  static constexpr int kSmemBytes = kOffWork + 16 + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
+  // Registers: 24 for the producer, 240 for each consumer thread (24*128 + 240*256 <= 64K).
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(kHeadDim % 64 == 0 && kBlockN % 16 == 0);
+  // The NaN guard's view of a block (value_nan_guard.h): its threads are the two consumer warpgroups.
+  struct Guard {
+    using ET = FwdV2Traits::ET;
+    static constexpr int kBlockM = FwdV2Traits::kBlockM, kBlockN = FwdV2Traits::kBlockN;
+    static constexpr int kHeadDim = FwdV2Traits::kHeadDim, kNTilesO = FwdV2Traits::kNTilesO;
+    static constexpr int kNThreads = 128 * FwdV2Traits::kConsumers;
+  };
+  static_assert(kTileKV >= (kBlockN + kBlockM) * kHeadDim / 8, "the NaN maps fit in one K stage");
+};
+
+namespace v2 {
+
+// The shared-memory addresses of a block's tiles and barriers.
+template <typename Tr>
+struct Smem {
+  uint32_t base;
+  __device__ __forceinline__ uint32_t q() const { return base + Tr::kOffQ; }
+  __device__ __forceinline__ uint32_t k(int stage) const { return base + Tr::kOffK + stage * Tr::kTileKV; }
+  __device__ __forceinline__ uint32_t v(int stage) const { return base + Tr::kOffV + stage * Tr::kTileKV; }
+  __device__ __forceinline__ uint32_t ones() const { return base + Tr::kOffOnes; }
+  __device__ __forceinline__ uint32_t bar(int i) const { return base + Tr::kOffBars + 8 * i; }
+  __device__ __forceinline__ uint32_t q_full() const { return bar(0); }
+  __device__ __forceinline__ uint32_t q_empty() const { return bar(1); }
+  __device__ __forceinline__ uint32_t k_full(int s) const { return bar(2 + s); }
+  __device__ __forceinline__ uint32_t v_full(int s) const { return bar(2 + Tr::kStages + s); }
+  __device__ __forceinline__ uint32_t k_empty(int s) const { return bar(2 + 2 * Tr::kStages + s); }
+  __device__ __forceinline__ uint32_t v_empty(int s) const { return bar(2 + 3 * Tr::kStages + s); }
+  __device__ __forceinline__ uint32_t work_full(int s) const { return bar(2 + 4 * Tr::kStages + s); }
+  __device__ __forceinline__ uint32_t work_empty(int s) const { return bar(4 + 4 * Tr::kStages + s); }
+  __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + 8 * s; }
+};
+
+// One tile of Q, K or V: its 64-column panels, each a TMA box of `rows` rows, completing on `full`, which
+// expects the tile's bytes.
+template <typename Tr>
+__device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, uint32_t full, int bytes,
+                                          int panel_bytes, int row0, int h, int b) {
+  tile::mbar_arrive_expect_tx(full, bytes);
+#pragma unroll
+  for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_load_4d(dst + pn * panel_bytes, map, full, pn * 64, row0, h, b);
+}
+
+template <typename Tr>
+__device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                             const BlockPlace& bp, int& i) {
+#pragma unroll 1
+  for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb, ++i) {
+    const int stage = i % Tr::kStages;
+    // Use j = i / kStages of a stage waits for the consumers' release of use j - 1.
+    const uint32_t released = ((i / Tr::kStages) - 1) & 1;
+    if (i >= Tr::kStages) tile::mbar_wait(sm.k_empty(stage), released);
+    load_tile<Tr>(sm.k(stage), tm_k, sm.k_full(stage), Tr::kTileKV, Tr::kPanelKV, nb * Tr::kBlockN, bp.h_kv, bp.b);
+    if (i >= Tr::kStages) tile::mbar_wait(sm.v_empty(stage), released);
+    load_tile<Tr>(sm.v(stage), tm_v, sm.v_full(stage), Tr::kTileKV, Tr::kPanelKV, nb * Tr::kBlockN, bp.h_kv, bp.b);
+  }
+}
+
+// Producer: per work tile, Q (once the consumers are done with the previous tile's), then every key tile's
+// K and V, each behind its buffer's "empty" barrier (K is released as soon as the tile's scores are in
+// registers, V after P~ V: separate barriers let the next K load start while the current P~ V runs).
+// `i` counts key tiles over all work tiles: the ring's position.
+template <typename Tr>
+__device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, const CUtensorMap* tm_q,
+                                        const CUtensorMap* tm_k, const CUtensorMap* tm_v, const WorkTiles& work) {
+  int i = 0;
+#pragma unroll 1
+  for (int w = 0;; ++w) {
+    // Hand the next work id to the consumers (slot w % 2, free once they have read its use w - 2).
+    const long long id = work.next(p, w);
+    if (w >= 2) tile::mbar_wait(sm.work_empty(w % 2), ((w / 2) - 1) & 1);
+    asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(sm.work_id(w % 2)), "l"(id) : "memory");
+    tile::mbar_arrive(sm.work_full(w % 2));  // release: the consumers' wait sees the id
+    if (id >= work.total) break;
+    const BlockPlace bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
+    if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
+    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
+    produce_keys(sm, tm_k, tm_v, bp, i);
+  }
+}
+
+// Issues S = Q K^T for this warpgroup's 64 rows and the stage's Bc keys as one wgmma group; the caller
+// waits for it. The first k-step does not read S (scale-d = 0) instead of adding a zeroed S as v1 does:
+// the block FMA's alignment and truncation do not depend on a zero addend, so the values are the same
+// (docs/error-analysis.md §1), without 64 register moves per tile.
+template <typename Tr>
+__device__ __forceinline__ void issue_qk(float (&s)[Tr::kNTilesS][4], const Smem<Tr>& sm, int stage, int wg) {
+  tile::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKStepsS; ++ks) {
+    // k-step ks: panel ks / 4, 32 bytes per k-step inside the 128-byte swizzled row.
+    const uint32_t off = (ks % 4) * 32;
+    const uint64_t da = tile::smem_descriptor_sw128(sm.q() + (ks / 4) * Tr::kPanelQ + wg * 64 * 128 + off, 16, 1024);
+    const uint64_t db = tile::smem_descriptor_sw128(sm.k(stage) + (ks / 4) * Tr::kPanelKV + off, 16, 1024);
+    tile::wgmma_ss(typename Tr::Wgmma{}, s, da, db, ks > 0);
+  }
+  tile::wgmma_commit();
+}
+
+// Issues O += P~ V over the tile's k-steps of 16 keys as one wgmma group; with l from P~ (the default),
+// also l += P~ . ones in the same k-steps, as v1 does with mma.sync (softmax.h, "l"). The caller waits.
+// (kLOnTensorCores is a compile-time branch: a run-time one between wgmmas makes ptxas fence each of them.)
+template <typename Tr, bool kLOnTensorCores>
+__device__ __forceinline__ void issue_pv(float (&acc)[Tr::kNTilesO][4], float (&l4)[4],
+                                        const uint32_t (&pk)[Tr::kNTilesS][2], const Smem<Tr>& sm, int stage) {
+  const uint64_t d_ones = tile::smem_descriptor_no_swizzle(sm.ones(), 128, 128);
+  tile::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Tr::kKStepsPV; ++kk) {
+    const uint32_t a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+    if constexpr (kLOnTensorCores) tile::wgmma_m64n8(typename Tr::Wgmma{}, l4, a, d_ones);
+    // Keys 16 kk .. 16 kk + 15 = two 8-key groups of 1024 bytes; panels of 64 columns Bc * 128 bytes apart.
+    const uint64_t dv = tile::smem_descriptor_sw128(sm.v(stage) + kk * 16 * 128, Tr::kPanelKV, 1024);
+    tile::wgmma_rs_trans_b(typename Tr::Wgmma{}, acc, a, dv);
+  }
+  tile::wgmma_commit();
+}
+
+// a <- a * alpha per row; skipped when alpha is 1 for every row of the warp (changes no bit).
+template <int kNTilesO>
+__device__ __forceinline__ void rescale_o(float (&acc)[kNTilesO][4], const float (&alpha)[2]) {
+  if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < kNTilesO; ++i) {
+      acc[i][0] = __fmul_rn(acc[i][0], alpha[0]);
+      acc[i][1] = __fmul_rn(acc[i][1], alpha[0]);
+      acc[i][2] = __fmul_rn(acc[i][2], alpha[1]);
+      acc[i][3] = __fmul_rn(acc[i][3], alpha[1]);
+    }
+  }
+}
+
+// The epilogue of one consumer thread's two rows: O and the LSE, or the split's partial state.
+template <typename Tr>
+__device__ __forceinline__ void store_rows(const FwdParams& p, const BlockPlace& bp,
+                                           const float (&acc)[Tr::kNTilesO][4], const OnlineSoftmax& sm,
+                                           int row_g, int t) {
+  using ET = typename Tr::ET;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_g + 8 * r;
+    if (row >= p.n_q) continue;
+    const float l = sm.row_sum[r];
+    if (p.num_splits == 1) {
+      auto* o_row = static_cast<uint16_t*>(p.o) + static_cast<long long>(bp.b) * p.o_stride[0] +
+                    static_cast<long long>(bp.h) * p.o_stride[1] + static_cast<long long>(row) * p.o_stride[2];
+      const float inv = inverse_l(l);
+#pragma unroll
+      for (int i = 0; i < Tr::kNTilesO; ++i)
+        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
+            ET::pack_out(normalised(acc[i][2 * r], l, inv), normalised(acc[i][2 * r + 1], l, inv));
+      if (p.lse && t == 0)
+        p.lse[(static_cast<long long>(bp.b) * p.heads_q + bp.h) * p.n_q + row] =
+            row_lse(sm.row_max[r], l, p.scale_eff, p.lse_offset);
+    } else {
+      const long long idx = ((static_cast<long long>(bp.split) * p.batch + bp.b) * p.heads_q + bp.h) * p.n_q + row;
+      float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
+#pragma unroll
+      for (int i = 0; i < Tr::kNTilesO; ++i)
+        *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[i][2 * r], acc[i][2 * r + 1]);
+      if (t == 0) {
+        p.ws_m[idx] = sm.row_max[r];
+        p.ws_l[idx] = l;
+      }
+    }
+  }
+}
+
+// kGuard: NaN -> 0 in the stage's V tile in shared memory, split over the consumers' 256 threads, so that
+// the tile's MMA stays finite for every row (value_nan_guard.h, step 2a). Ordinary stores that the tensor
+// cores read next: each writer fences the async proxy, then the consumers meet at a named barrier.
+template <typename Tr>
+__device__ __forceinline__ void zero_v_nans(unsigned char* v_tile, int ctid) {
+  using ET = typename Tr::ET;
+  for (int i = ctid; i < Tr::kTileKV / 4; i += Tr::Guard::kNThreads) {
+    auto* w = reinterpret_cast<uint32_t*>(v_tile) + i;
+    *w = nan_guard::zero_lanes<ET>(*w, nan_guard::nan_lanes<ET>(*w));
+  }
+  tile::fence_proxy_async_shared();
+  tile::named_barrier_sync(1, Tr::Guard::kNThreads);
+}
+
+// Consumer warpgroup wg (0 or 1) of work tile `id`: rows m0 + 64 wg .. + 63; `ring` is the ring position
+// of its first key tile (advanced past its last). kGuard: the redo of a flagged block.
+template <typename Tr, bool kGuard>
+__device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
+                                        const BlockPlace& bp, long long id, int wg, int w, int& ring) {
+  using ET = typename Tr::ET;
+  const int lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
+  const int g = lane / 4, t = lane % 4;
+  const int row_g = bp.m0 + 64 * wg + 16 * warp + g;
+  const bool l_on_tensor_cores = !p.l_from_fp32_p;
+  const float c = p.scale_log2;
+
+  OnlineSoftmax sm_state[1];
+  sm_state[0].init();
+  float acc[Tr::kNTilesO][4];
+#pragma unroll
+  for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+
+  // Intra-warpgroup pipelining (FlashAttention-3, Algorithm 2): while O += P~ V of tile i - 1 runs on the
+  // tensor cores, the scores of tile i are masked and exponentiated. The order of every rounding is the
+  // plain loop's: O and l are rescaled by tile i's alpha after tile i - 1's products are in, and tile i's
+  // P~ is rounded from the exps then (softmax_update computes p = exp2(s c - m c) as round_p would).
+  float s[1][Tr::kNTilesS][4];
+  uint32_t pk[Tr::kNTilesS][2];
+  float l4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
+  float alpha[1][2];
+  auto softmax_step = [&](int nb) {  // scores of key tile nb in s -> exps in s, new max, alpha
+    if (bp.mask.needs_mask(nb)) mask_fragment(s[0], RowMask::make(p, bp.b), p, row_g, nb * Tr::kBlockN, t);
+    softmax_update(sm_state, s, c, alpha);
+  };
+  auto finish_step = [&]() {  // once the previous tile's products are in: rescale, then round P~
+    rescale_o(acc, alpha[0]);
+    if (l_on_tensor_cores) {
+      l4[0] = __fmul_rn(l4[0], alpha[0][0]);
+      l4[2] = __fmul_rn(l4[2], alpha[0][1]);
+      round_p<ET, Tr::kNTilesS, false, false, 0, Tr::kNTilesS, false>(s[0], pk, sm_state[0]);
+    } else {
+      round_p<ET, Tr::kNTilesS, true>(s[0], pk, sm_state[0]);
+    }
+  };
+  auto issue_pv_any = [&](int stage) {
+    if (l_on_tensor_cores) {
+      issue_pv<Tr, true>(acc, l4, pk, sm, stage);
+    } else {
+      issue_pv<Tr, false>(acc, l4, pk, sm, stage);
+    }
+  };
+  auto release = [&](uint32_t bar) {  // one arrival per consumer warp
+    __syncwarp();
+    if (lane == 0) tile::mbar_arrive(bar);
+  };
+
+  // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
+  auto stage_of = [](int r) { return r % Tr::kStages; };
+
+  auto parity_of = [](int r) { return static_cast<uint32_t>((r / Tr::kStages) & 1); };
+  tile::mbar_wait(sm.q_full(), w & 1);
+  const int n_tiles = bp.nb_end - bp.nb_begin;
+  if (n_tiles == 0) release(sm.q_empty());
+  if (n_tiles > 0) {
+    tile::mbar_wait(sm.k_full(stage_of(ring)), parity_of(ring));
+    issue_qk<Tr>(s[0], sm, stage_of(ring), wg);
+    tile::wgmma_wait<0>();
+    release(sm.k_empty(stage_of(ring)));
+    if (n_tiles == 1) release(sm.q_empty());
+    softmax_step(bp.nb_begin);
+    finish_step();
+#pragma unroll 1
+    for (int i = 1; i < n_tiles; ++i) {
+      const int cur = ring + i, prev = cur - 1;
+        tile::mbar_wait(sm.k_full(stage_of(cur)), parity_of(cur));
+      issue_qk<Tr>(s[0], sm, stage_of(cur), wg);
+      tile::mbar_wait(sm.v_full(stage_of(prev)), parity_of(prev));
+      if constexpr (kGuard) {
+        if (bp.mask.needs_mask(bp.nb_begin + i - 1))
+          zero_v_nans<Tr>(smem + (sm.v(stage_of(prev)) - sm.base), threadIdx.x - 128);
+      }
+      issue_pv_any(stage_of(prev));
+        tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
+      release(sm.k_empty(stage_of(cur)));
+      if (i == n_tiles - 1) release(sm.q_empty());  // the producer may load the next work tile's Q
+      softmax_step(bp.nb_begin + i);
+      tile::wgmma_wait<0>();  // P~ V of tile i - 1
+      release(sm.v_empty(stage_of(prev)));
+      finish_step();
+    }
+    const int last = ring + n_tiles - 1;
+    tile::mbar_wait(sm.v_full(stage_of(last)), parity_of(last));
+    if constexpr (kGuard) {
+      if (bp.mask.needs_mask(bp.nb_end - 1))
+        zero_v_nans<Tr>(smem + (sm.v(stage_of(last)) - sm.base), threadIdx.x - 128);
+    }
+    issue_pv_any(stage_of(last));
+    tile::wgmma_wait<0>();
+    release(sm.v_empty(stage_of(last)));
+  }
+  ring += n_tiles;
+  if (l_on_tensor_cores) {
+    sm_state[0].row_sum[0] = l4[0];
+    sm_state[0].row_sum[1] = l4[2];
+  }
+
+  // ---- epilogue ----
+  // l on the tensor cores is the whole row's sum in every lane of the quad; lane sums are combined here.
+  if (!l_on_tensor_cores) sm_state[0].finalize();
+  if constexpr (!kGuard) {
+    // A NaN can reach a row that does not see its key only through a boundary tile (0 * NaN in the MMA),
+    // and then some accumulator of the block is NaN: flag the block (the runner cleared the flags) for the
+    // guarded instantiation, which rewrites all of its rows.
+    if (p.redo && p.guard_values) {
+      bool nan = false;
+#pragma unroll
+      for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) nan = nan || acc[i][e] != acc[i][e];
+      if (__any_sync(0xffffffffu, nan) && lane == 0)
+        p.redo[id] = 1;
+    }
+  } else {
+    // Steps 2b-2d of value_nan_guard.h: the NaN bit maps of the boundary V tiles, read again from global
+    // memory into the (now idle) K ring, ORed per row over the keys the row sees, then a = NaN there.
+    using G = typename Tr::Guard;
+    const int ctid = threadIdx.x - 128;
+    auto* tile_map = reinterpret_cast<uint32_t*>(smem + Tr::kOffK);
+    auto* row_map = tile_map + Tr::kBlockN * nan_guard::kWords<G>;
+    const auto* v_g = static_cast<const unsigned char*>(p.v) +
+                      (static_cast<long long>(bp.b) * p.v_stride[0] + static_cast<long long>(bp.h_kv) * p.v_stride[1]) * 2;
+    const int v_row = static_cast<int>(p.v_stride[2] * 2);
+    tile::named_barrier_sync(1, G::kNThreads);  // every consumer is done with the ring
+    nan_guard::clear_rows<G>(row_map, ctid);
+    for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb) {
+      if (!bp.mask.needs_mask(nb)) continue;
+      tile::named_barrier_sync(1, G::kNThreads);
+      nan_guard::map_tile<G>(v_g, v_row, nb * Tr::kBlockN, bp.mask.kv_len, tile_map, ctid);
+      tile::named_barrier_sync(1, G::kNThreads);
+      nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
+    }
+    tile::named_barrier_sync(1, G::kNThreads);
+    nan_guard::poison<G, 1>(reinterpret_cast<float(&)[1][Tr::kNTilesO][4]>(acc), row_map, row_g - bp.m0, t);
+  }
+  store_rows<Tr>(p, bp, acc, sm_state[0], row_g, t);
+}
+
+}  // namespace v2
+
+// kGuard = false: the kernel, on a persistent grid with dynamic scheduling (tile_scheduler.h). kGuard = true: its guarded redo,
+// launched after it with one block per work tile; every block whose tile was not flagged leaves at once.
+template <typename Tr, bool kGuard>
+__global__ void __launch_bounds__(Tr::kNThreads, 1)
+    fwd_v2_kernel(const __grid_constant__ FwdParams p, const __grid_constant__ CUtensorMap tm_q,
+                  const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
+  const WorkTiles work = WorkTiles::make(p, Tr::kBlockM, kGuard);
+  if constexpr (kGuard) {
+    if (!p.redo[work.first]) return;
+  }
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = tile::smem_addr(smem_raw);
+  const v2::Smem<Tr> sm{(raw + 1023u) & ~1023u};
+  unsigned char* smem = smem_raw + (sm.base - raw);
+
+  if (threadIdx.x == 0) {
+    tile::mbar_init(sm.q_full(), 1);
+    tile::mbar_init(sm.q_empty(), 4 * Tr::kConsumers);  // one arrival per consumer warp
+    for (int s = 0; s < Tr::kStages; ++s) {
+      tile::mbar_init(sm.k_full(s), 1);
+      tile::mbar_init(sm.v_full(s), 1);
+      tile::mbar_init(sm.k_empty(s), 4 * Tr::kConsumers);
+      tile::mbar_init(sm.v_empty(s), 4 * Tr::kConsumers);
+    }
+    for (int s = 0; s < 2; ++s) {
+      tile::mbar_init(sm.work_full(s), 1);
+      tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers);
+    }
+    tile::fence_barrier_init();
+  }
+  if (threadIdx.x < 64) {
+    // The ones B operand of l = P~ . ones, written by ordinary stores that the tensor cores read.
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sm.ones() + 4 * threadIdx.x), "r"(Tr::ET::kOnePair) : "memory");
+    tile::fence_proxy_async_shared();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    tile::setmaxnreg_dec<Tr::kProducerRegs>();
+    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, &tm_q, &tm_k, &tm_v, work);
+  } else {
+    tile::setmaxnreg_inc<Tr::kConsumerRegs>();
+    int ring = 0;
+#pragma unroll 1
+    for (int w = 0;; ++w) {
+      tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+      long long id;
+      asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
+      if (id >= work.total) break;
+      v2::consume<Tr, kGuard>(p, sm, smem, work.place<Tr::kBlockM, Tr::kBlockN>(p, id), id, wg - 1, w, ring);
+    }
+  }
+}
+
+}  // namespace flashcheck::cuda

@@ -1,0 +1,53 @@
+// Kernel layer: which work tiles (one block of query rows of one (batch, head, split)) a block of kernel v2
+// computes. The work tiles are numbered with the row block fastest, id = (b * heads_q * splits + head x
+// split) * row_blocks + bx, the order of v1's grid: blocks running at the same time share a head's K and V
+// in L2, and place_block (mask.h) maps bx = 0 to the last row block, so under a causal mask the longest
+// tiles of each head come first. The same id numbers the redo flags (value_nan_guard.h).
+//   dynamic:       a grid of (at most) one block per SM; block k starts with id k, then takes the next id
+//                  of a global counter (p.tile_counter, zeroed before the launch) whenever it finishes one,
+//                  as the hardware's block scheduler would: a static round robin left SMs idle under a
+//                  causal mask, whose tiles differ in cost (bf16 d = 128, N = 16k causal: 396 TFLOP/s
+//                  against 568 with one block per tile, H200).
+//   one_per_block: block (bx, by, bz) of the full 3-D grid takes its own id (the guarded redo).
+// The producer draws the ids and hands them to the consumers through a 2-slot ring in shared memory.
+#pragma once
+
+#include "fwd_params.h"
+#include "mask.h"
+
+namespace flashcheck::cuda {
+
+struct WorkTiles {
+  long long first, total;
+  bool dynamic;
+  int row_blocks, heads_splits;
+
+  __host__ __device__ static long long count(const FwdParams& p, int block_m) {
+    return static_cast<long long>((p.n_q + block_m - 1) / block_m) * p.heads_q * p.num_splits * p.batch;
+  }
+  __device__ static WorkTiles make(const FwdParams& p, int block_m, bool one_per_block) {
+    WorkTiles w{};
+    w.row_blocks = (p.n_q + block_m - 1) / block_m;
+    w.heads_splits = p.heads_q * p.num_splits;
+    w.total = count(p, block_m);
+    w.dynamic = !one_per_block;
+    w.first = one_per_block ? (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x
+                            : static_cast<long long>(blockIdx.x);
+    return w;
+  }
+  // The id after this block's w-th (w = 0: its first); >= total when there is none.
+  __device__ long long next(const FwdParams& p, int w) const {
+    if (w == 0) return first;
+    if (!dynamic) return total;
+    return gridDim.x + static_cast<long long>(atomicAdd(p.tile_counter, 1u));
+  }
+  template <int kBlockM, int kBlockN>
+  __device__ BlockPlace place(const FwdParams& p, long long id) const {
+    const int bx = static_cast<int>(id % row_blocks);
+    const long long rest = id / row_blocks;
+    return place_block<kBlockM, kBlockN>(p, bx, static_cast<int>(rest % heads_splits),
+                                         static_cast<int>(rest / heads_splits));
+  }
+};
+
+}  // namespace flashcheck::cuda
