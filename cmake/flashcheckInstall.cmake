@@ -37,7 +37,7 @@ install(TARGETS ${_fc_exported} EXPORT flashcheckTargets
 
 # Plugins are loaded by path, not linked: plain shared libraries next to the others (the registry finds
 # the CUDA ones through <prefix>/bin/../lib).
-foreach(_plugin flashcheck_cuda_plugin flashcheck_cuda_naive_plugin flashcheck_example_cpu_plugin)
+foreach(_plugin flashcheck_cuda_plugin flashcheck_cuda_naive_plugin flashcheck_cuda_v2_plugin flashcheck_example_cpu_plugin)
   if(TARGET ${_plugin})
     install(TARGETS ${_plugin} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   endif()

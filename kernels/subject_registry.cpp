@@ -1,6 +1,6 @@
 // Subjects by name (kernels/subject_registry.h). The CUDA subjects are our CUDA plugins, dlopened from
 // where the build (or the install) put them, so the CPU-only build needs nothing from CUDA and the
-// fused and naive plugins, which export the same entry symbol, can live in one process.
+// plugins (v1, v2, naive), which export the same entry symbol, can live in one process.
 #include "kernels/subject_registry.h"
 
 #include <unistd.h>
@@ -55,16 +55,27 @@ std::string find_cuda_plugin(const char* env, const char* build_path, const char
                      "next to the executable and in " + FLASHCHECK_INSTALL_LIBDIR + ")");
 }
 
-std::unique_ptr<Subject> open_cuda(bool naive) {
-  if (!gpu_available())
-    throw SubjectError(std::string(naive ? "cuda-naive" : "cuda") + ": no usable CUDA device in this process");
-  if (naive)
-    return PluginSubject::open(find_cuda_plugin("FLASHCHECK_CUDA_NAIVE_PLUGIN", FLASHCHECK_CUDA_NAIVE_PLUGIN_PATH,
-                                                FLASHCHECK_CUDA_NAIVE_PLUGIN_FILE));
-  return PluginSubject::open(
-      find_cuda_plugin("FLASHCHECK_CUDA_PLUGIN", FLASHCHECK_CUDA_PLUGIN_PATH, FLASHCHECK_CUDA_PLUGIN_FILE));
+// Our CUDA subjects: name, the environment variable that may name the plugin, where the build put it.
+struct CudaPlugin {
+  const char* name;
+  const char* env;
+  const char* build_path;
+  const char* file_name;
+};
+constexpr CudaPlugin kCudaPlugins[] = {
+    {"cuda", "FLASHCHECK_CUDA_PLUGIN", FLASHCHECK_CUDA_PLUGIN_PATH, FLASHCHECK_CUDA_PLUGIN_FILE},
+    {"cuda-v2", "FLASHCHECK_CUDA_V2_PLUGIN", FLASHCHECK_CUDA_V2_PLUGIN_PATH, FLASHCHECK_CUDA_V2_PLUGIN_FILE},
+    {"cuda-naive", "FLASHCHECK_CUDA_NAIVE_PLUGIN", FLASHCHECK_CUDA_NAIVE_PLUGIN_PATH, FLASHCHECK_CUDA_NAIVE_PLUGIN_FILE},
+};
+
+std::unique_ptr<Subject> open_cuda(const CudaPlugin& plugin) {
+  if (!gpu_available()) throw SubjectError(std::string(plugin.name) + ": no usable CUDA device in this process");
+  return PluginSubject::open(find_cuda_plugin(plugin.env, plugin.build_path, plugin.file_name));
 }
 #endif
+
+// The CUDA subjects' names, in every build (a build without CUDA refuses them by name).
+constexpr const char* kCudaSubjectNames[] = {"cuda", "cuda-v2", "cuda-naive"};
 
 }  // namespace
 
@@ -86,17 +97,24 @@ std::unique_ptr<Subject> make_subject(std::string_view name) {
   if (name == "emulation" || name.substr(0, bug_prefix.size()) == bug_prefix)
     throw SubjectError("subject '" + std::string(name) + "': this flashcheck was built without the CPU emulation");
 #endif
-  if (name == "cuda" || name == "cuda-naive") {
+  for (const char* cuda_name : kCudaSubjectNames) {
+    if (name != cuda_name) continue;
 #ifdef FLASHCHECK_HAVE_CUDA
-    return open_cuda(name == "cuda-naive");
-#else
-    throw SubjectError("subject '" + std::string(name) + "': this flashcheck was built without CUDA");
+    for (const CudaPlugin& plugin : kCudaPlugins)
+      if (name == plugin.name) return open_cuda(plugin);
 #endif
+    throw SubjectError("subject '" + std::string(name) + "': this flashcheck was built without CUDA");
   }
   std::string known;
   for (const auto& s : available_subjects()) known += (known.empty() ? "" : ", ") + s;
   throw std::invalid_argument("unknown subject '" + std::string(name) + "' (known: " + known +
                               ", emulation+bug:<name>, plugin:<path>)");
+}
+
+bool is_cuda_subject(std::string_view name) {
+  for (const char* cuda_name : kCudaSubjectNames)
+    if (name == cuda_name) return true;
+  return false;
 }
 
 std::vector<std::string> available_subjects() {
@@ -105,8 +123,7 @@ std::vector<std::string> available_subjects() {
   names.push_back("emulation");
 #endif
 #ifdef FLASHCHECK_HAVE_CUDA
-  names.push_back("cuda");
-  names.push_back("cuda-naive");
+  for (const char* cuda_name : kCudaSubjectNames) names.push_back(cuda_name);
 #endif
   return names;
 }

@@ -27,6 +27,9 @@ export FLASHCHECK_CUDA_PLUGIN=${FLASHCHECK_CUDA_PLUGIN:-}
 if [ -z "${FLASHCHECK_CUDA_NAIVE_PLUGIN:-}" ] && [ -f "$carried/lib/libflashcheck_cuda_naive_plugin.so" ]; then
   export FLASHCHECK_CUDA_NAIVE_PLUGIN="$carried/lib/libflashcheck_cuda_naive_plugin.so"
 fi
+if [ -z "${FLASHCHECK_CUDA_V2_PLUGIN:-}" ] && [ -f "$carried/lib/libflashcheck_cuda_v2_plugin.so" ]; then
+  export FLASHCHECK_CUDA_V2_PLUGIN="$carried/lib/libflashcheck_cuda_v2_plugin.so"
+fi
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export OUT=${OUT:-$root/out/device}

@@ -82,7 +82,11 @@ inline void add_isolation_flags(CLI::App* cmd, Isolation& iso, const std::string
 inline bool runs_in_worker(const std::string& name, const Isolation& iso) {
   if (iso.mode != "auto") return iso.mode == "worker";
   if (name.rfind("plugin:", 0) == 0) return true;
-  return iso.gpu_in_worker && (name == "cuda" || name == "cuda-naive");
+#if defined(FC_HAVE_SUBJECTS)
+  return iso.gpu_in_worker && is_cuda_subject(name);
+#else
+  return false;  // no subject here runs on a GPU
+#endif
 }
 
 inline std::unique_ptr<Subject> open_subject(const std::string& name, const Isolation& iso) {
@@ -101,7 +105,7 @@ inline void require_memory_for_case(const std::string& subject, const Problem& p
                                     const Isolation& iso, const std::string& what) {
   require_host_memory(host_bytes_for_case(p), what);
 #if defined(FC_HAVE_SUBJECTS)
-  if ((subject == "cuda" || subject == "cuda-naive") && !runs_in_worker(subject, iso))
+  if (is_cuda_subject(subject) && !runs_in_worker(subject, iso))
     if (const auto free = gpu_free_bytes()) {
       const int bytes = int(storage_bytes(recipe_spec(o.recipe).input));
       require_device_memory(device_bytes_for_case(p, bytes, o.num_splits), *free, what);
