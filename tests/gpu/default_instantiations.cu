@@ -1,9 +1,11 @@
 // The forward instantiations that the tile policy (kernels/tile_policy.h) picks by default, and nothing else, so
 // that check_spills.cmake can read ptxas's report of exactly these: issue #5 asks for no local-memory
-// spills in the default instantiations. Compiled only by that test (nvcc -Xptxas -v), never linked.
+// spills in the default instantiations; kernel v2's (both formats, each head dim, with its guarded redo)
+// are here too. Compiled only by that test (nvcc -Xptxas -v), never linked.
 // FC_KNOWN_SPILLER adds instead one instantiation that is known to spill with CUDA 13.0 (bf16, d = 128,
 // 128x64, l from fp32 p): the check's own test that it sees a spill when there is one.
 #include "fwd_launch.cuh"
+#include "fwd_v2_kernel.cuh"
 
 namespace flashcheck::cuda {
 
@@ -34,6 +36,15 @@ FC_DEFAULT_FP8(256)
 // Short causal sequences at d = 64 (the only length/mask rule of the policy).
 template cudaError_t launch_tile<Fp16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
 template cudaError_t launch_tile<Bf16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
+// Kernel v2: 12 kernels.
+#define FC_V2(E, D, G)                                                                                   \
+  template __global__ void fwd_v2_kernel<FwdV2Traits<E, D>, G>(                                          \
+      const __grid_constant__ FwdParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
+      const __grid_constant__ CUtensorMap);
+#define FC_V2_DIM(D) FC_V2(Fp16, D, false) FC_V2(Fp16, D, true) FC_V2(Bf16, D, false) FC_V2(Bf16, D, true)
+FC_V2_DIM(64)
+FC_V2_DIM(128)
+FC_V2_DIM(256)
 #else
 template cudaError_t launch_tile<Bf16, 128, 0, false, true>(const FwdParams&, cudaStream_t);
 #endif

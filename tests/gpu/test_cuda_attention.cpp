@@ -285,7 +285,8 @@ void expect_matches(fcc::Subject s, const Case& c, const char* what = "") {
   const Reference ref = reference(c, d);
   const Check ck = compare(c, r, ref);
   std::printf("[ figure ] %s %s %s d=%d nq=%d nk=%d tile=%dx%d splits=%d flags=%u: worst err/tol %.3f, max abs %.3g, max lse err %.3g\n",
-              s == fcc::Subject::kNaive ? "naive" : "fused", recipe_name(c.recipe), mask_name(c), c.d, c.nq, c.nk,
+              s == fcc::Subject::kNaive ? "naive" : s == fcc::Subject::kFusedV2 ? "v2" : "fused", recipe_name(c.recipe),
+              mask_name(c), c.d, c.nq, c.nk,
               c.tile_m, c.tile_n, c.splits, c.flags, ck.worst_ratio, ck.max_abs, ck.max_lse);
   EXPECT_EQ(ck.bad, 0) << what << " " << ck.first;
   EXPECT_EQ(ck.bad_lse, 0) << what;
@@ -335,6 +336,14 @@ TEST(CudaPluginValidation, RejectsBadProblems) {
   q = p; q.recipe = FC_RECIPE_FP8_E4M3; EXPECT_EQ(fcc::forward(fcc::Subject::kNaive, q, b).code, FC_ERR_UNSUPPORTED);
   fcc::Status st = fcc::forward(fcc::Subject::kFused, [&] { fc_problem x = p; x.d = 40; x.dv = 40; return x; }(), b);
   EXPECT_NE(st.message.find("head dim 40"), std::string::npos) << st.message;
+  // v2 serves fp16 and bf16 at d = 64, 128, 256, one tile each; v1 serves the rest.
+  auto v2_code = [&](fc_problem q) { return fcc::forward(fcc::Subject::kFusedV2, q, b).code; };
+  q = p; q.recipe = FC_RECIPE_FP32; EXPECT_EQ(v2_code(q), FC_ERR_UNSUPPORTED);
+  q = p; q.recipe = FC_RECIPE_FP8_E4M3; EXPECT_EQ(v2_code(q), FC_ERR_UNSUPPORTED);
+  q = p; q.d = q.dv = 32; EXPECT_EQ(v2_code(q), FC_ERR_UNSUPPORTED);
+  q = p; q.tile_m = 128; q.tile_n = 64; EXPECT_EQ(v2_code(q), FC_ERR_UNSUPPORTED);
+  st = fcc::forward(fcc::Subject::kFusedV2, [&] { fc_problem x = p; x.d = 96; x.dv = 96; return x; }(), b);
+  EXPECT_NE(st.message.find("head dim 96 is not supported by cuda-v2"), std::string::npos) << st.message;
 }
 
 TEST(CudaPluginValidation, CapabilitiesThroughCAbi) {
@@ -467,13 +476,12 @@ TEST(CudaFused, SplitKvInvarianceAndDeterminism) {
 // Device buffers in PyTorch's BNHD layout (non-contiguous BHND view), a view with an inner stride of 2
 // that forces the repack path, and an output 4 bytes past a 16-byte boundary (written in place, but not
 // through the shared-memory epilogue's 16-byte stores); all must equal the host-buffer result bit for bit.
-TEST(CudaFused, DeviceBuffersAndStridedViews) {
-  REQUIRE_GPU();
+void expect_device_buffers_match_host(fcc::Subject subject) {
   Case c;
   c.recipe = FC_RECIPE_BF16; c.mask = FC_MASK_CAUSAL_TOP_LEFT;
   const Data d = make_data(c);
   Result host;
-  ASSERT_TRUE(run_host(fcc::Subject::kFused, c, d, host).ok());
+  ASSERT_TRUE(run_host(subject, c, d, host).ok());
   for (auto [inner, o_shift] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{1, 2}}) {
     // BNHD storage with an optional gap between elements: element (b,h,n,x) at ((b*N + n)*H + h)*D*inner + x*inner.
     auto to_bnhd = [&](const std::vector<unsigned char>& src, int H, int N, std::vector<uint16_t>& dst) {
@@ -511,7 +519,7 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
     b.o = bnhd(static_cast<uint16_t*>(dout) + o_shift, c.hq, c.nq);
     b.lse = dlse;
     b.stream = stream;
-    const fcc::Status st = fcc::forward(fcc::Subject::kFused, p, b);
+    const fcc::Status st = fcc::forward(subject, p, b);
     ASSERT_TRUE(st.ok()) << st.message;
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     std::vector<uint16_t> ho(osz / 2);
@@ -529,6 +537,18 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(dlse);
     cudaStreamDestroy(stream);
   }
+}
+
+TEST(CudaFused, DeviceBuffersAndStridedViews) {
+  REQUIRE_GPU();
+  expect_device_buffers_match_host(fcc::Subject::kFused);
+}
+
+// v2 reads the BNHD views in place through 4-D TMA descriptors (their strides are the view's); the view
+// with an inner stride of 2 is repacked first.
+TEST(CudaV2, DeviceBuffersAndStridedViews) {
+  REQUIRE_GPU();
+  expect_device_buffers_match_host(fcc::Subject::kFusedV2);
 }
 
 // A kernel that faults leaves the process's CUDA context unusable. The launch on device buffers returns
@@ -587,6 +607,57 @@ TEST(CudaSanitizer, RaggedShapes) {
     Case c; c.recipe = recipe; c.mask = FC_MASK_CAUSAL_BOTTOM_RIGHT; c.key_lengths = true;
     expect_matches(fcc::Subject::kNaive, c);
   }
+}
+
+// Kernel v2 (fwd_v2_kernel.cuh): every mask shape of the v1 suite, at each of its head dims, fp16 and bf16,
+// both l conventions, split or not; and the tiny and empty corners.
+TEST(CudaV2, MatchesFloat64Reference) {
+  REQUIRE_GPU();
+  for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_BF16})
+    for (int d : {64, 128, 256})
+      for (Case c : mask_cases(recipe)) {
+        c.d = d;
+        expect_matches(fcc::Subject::kFusedV2, c, mask_name(c));
+      }
+  Case c;
+  c.nq = 300; c.nk = 700; c.flags = FC_FLAG_L_FROM_FP32_P; c.mask = FC_MASK_CAUSAL_BOTTOM_RIGHT;
+  expect_matches(fcc::Subject::kFusedV2, c, "l from fp32 p");
+}
+
+TEST(CudaV2, SplitKvInvarianceAndDeterminism) {
+  REQUIRE_GPU();
+  for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_BF16})
+    for (int splits : {1, 2, 3, 7, 0}) {
+      Case c;
+      c.recipe = recipe; c.nq = 200; c.nk = 1000; c.batch = 2; c.hq = 2; c.hkv = 1; c.splits = splits; c.d = 128;
+      c.key_lengths = true; c.mask = FC_MASK_CAUSAL_BOTTOM_RIGHT;
+      expect_matches(fcc::Subject::kFusedV2, c);
+      const Data d = make_data(c);
+      Result r1, r2;
+      ASSERT_TRUE(run_host(fcc::Subject::kFusedV2, c, d, r1).ok());
+      ASSERT_TRUE(run_host(fcc::Subject::kFusedV2, c, d, r2).ok());
+      EXPECT_TRUE(r1.o == r2.o) << "non-deterministic output, splits=" << splits;
+    }
+}
+
+TEST(CudaV2, TinyAndEmpty) {
+  REQUIRE_GPU();
+  Case c; c.nq = 1; c.nk = 1; expect_matches(fcc::Subject::kFusedV2, c);
+  c.nq = 3; c.nk = 2; c.mask = FC_MASK_CAUSAL_TOP_LEFT; expect_matches(fcc::Subject::kFusedV2, c);
+  c.nq = 64; c.nk = 64; c.key_lengths = true; c.batch = 3;  // batch 2 has key length 0: all rows empty
+  expect_matches(fcc::Subject::kFusedV2, c);
+}
+
+// v2's sanitizer target: ragged shapes, every mask, split or not (compute-sanitizer runs CudaSanitizer.*).
+TEST(CudaSanitizer, RaggedShapesV2) {
+  REQUIRE_GPU();
+  for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_BF16})
+    for (Case c : mask_cases(recipe))
+      for (int splits : {1, 3}) {
+        c.splits = splits;
+        c.d = recipe == FC_RECIPE_FP16 ? 64 : 128;
+        expect_matches(fcc::Subject::kFusedV2, c);
+      }
 }
 
 TEST(CudaNaive, MatchesFloat64Reference) {

@@ -1,5 +1,6 @@
-// Regression tests for what the property suite and the GPU fuzzer found in our CUDA kernel, each the
-// shrunk case they printed (docs/cuda-kernel.md, "Findings"). Labelled gpu: skips visibly without one.
+// Regression tests for what the property suite and the GPU fuzzer found in our CUDA kernels, each the
+// shrunk case they printed (docs/cuda-kernel.md, "Findings"), run on v1 and (where it applies) v2, and
+// kernel v2 against the CPU emulation bit for bit. Labelled gpu: skips visibly without one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,15 +31,12 @@ std::unique_ptr<Subject> cuda_or_skip(std::string& why, const char* name = "cuda
 // Found by property budget/nan (H200, 2026-11-29): Nq = 3 > Nk = 2 with bottom-right causal leaves
 // row 0 with no visible key; key 0's value row is NaN and visible to rows 1 and 2. The kernel's MMA
 // multiplied row 0's zero P by the NaN and wrote NaN where the definition says 0.
-TEST(CudaRegression, EmptyRowStaysZeroBesideANaNValueRow) {
-  std::string why;
-  auto cuda = cuda_or_skip(why);
-  if (!cuda) GTEST_SKIP() << why;
+void expect_empty_row_zero(Subject& subject, int d) {
   Problem p;
   p.heads_q = 2;
   p.n_q = 3;
   p.n_k = 2;
-  p.d = p.dv = 32;
+  p.d = p.dv = d;
   p.window = Window::causal(Align::bottom_right);
   for (int splits : {1, 2}) {
     RunOptions o;
@@ -46,13 +44,27 @@ TEST(CudaRegression, EmptyRowStaysZeroBesideANaNValueRow) {
     o.num_splits = splits;
     AttentionInputs in = make_inputs(p, Distribution::normal, o.recipe, 1, &o);
     in.v[p.v_index(0, 0, 0, 0)] = NAN;
-    const SubjectOutput out = cuda->run(p, in, o);
+    const SubjectOutput out = subject.run(p, in, o);
     for (int h = 0; h < p.heads_q; ++h) {
       for (int c = 0; c < p.dv; ++c) EXPECT_EQ(out.o[p.o_index(0, h, 0, c)], 0.0) << "head " << h << " splits " << splits;
       EXPECT_EQ(out.lse[p.lse_index(0, h, 0)], -INFINITY);
       EXPECT_TRUE(std::isnan(out.o[p.o_index(0, h, 1, 0)]));  // row 1 sees key 0: NaN is right there
     }
   }
+}
+
+TEST(CudaRegression, EmptyRowStaysZeroBesideANaNValueRow) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  expect_empty_row_zero(*cuda, 32);
+}
+
+TEST(CudaRegression, EmptyRowStaysZeroBesideANaNValueRow_V2) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_empty_row_zero(*v2, 64);
 }
 
 // Found by property masked_keys (H200, 2026-11-29), shrunk to bf16 Nq = Nk = 2, d = 256, causal,
@@ -120,6 +132,13 @@ TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey) {
   expect_nan_only_where_seen(*cuda, "cuda");
 }
 
+TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey_V2) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_nan_only_where_seen(*v2, "cuda-v2");
+}
+
 TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey_Naive) {
   std::string why;
   auto naive = cuda_or_skip(why, "cuda-naive");
@@ -134,15 +153,23 @@ TEST(CudaRegression, NaNValueReachesOnlyRowsThatSeeItsKey_Naive) {
 // LSE shows the score's bits: the kernel must match the emulation, which runs the model, bit for bit, and
 // stay within the budget, which bounds it. fp16 and bf16 (fp8's LSE adds a logf the CPU need not match
 // to the bit: budget only), random subnormal Q against K of every magnitude, each head dim.
-TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
-  std::string why;
-  auto cuda = cuda_or_skip(why);
-  if (!cuda) GTEST_SKIP() << why;
+// The tile the emulation takes to mirror v2 at head dim d: 128 rows by v2's key tile, one step per tile.
+RunOptions with_v2_tile(RunOptions o, int d) {
+  o.tile_m = 128;
+  o.tile_n = d == 256 ? 64 : 128;
+  return o;
+}
+
+// v2 (its scores are wgmma's, the first k-step without an addend: issue_qk) runs at d = 64, 128, 256.
+void expect_subnormal_scores_as_modelled(Subject& cuda, bool v2) {
   auto emulation = make_subject("emulation");
-  const Capabilities caps = cuda->capabilities();
-  for (Recipe recipe : {Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3}) {
+  const Capabilities caps = cuda.capabilities();
+  const std::vector<Recipe> recipes =
+      v2 ? std::vector<Recipe>{Recipe::fp16, Recipe::bf16} : std::vector<Recipe>{Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3};
+  const std::vector<int> dims = v2 ? std::vector<int>{64, 128, 256} : std::vector<int>{32, 64, 128};
+  for (Recipe recipe : recipes) {
     const FormatSpec& f = spec(recipe_spec(recipe).input);
-    for (int d : {32, 64, 128}) {
+    for (int d : dims) {
       Problem p;
       p.batch = 1;
       p.heads_q = p.heads_kv = 2;
@@ -159,13 +186,13 @@ TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
       for (double& q : in.q) q = (sign(rng) ? -1 : 1) * small(rng) * f.min_subnormal() * qd;
       for (double& k : in.k) k = round_to(recipe_spec(recipe).input, (sign(rng) ? -1 : 1) * std::ldexp(frac(rng), expo(rng))) * kd;
       const Float64Attention ref = exact_attention_f64(p, in);
-      const CheckedRun run = check_run(*cuda, caps, p, in, o, ref);
+      const CheckedRun run = check_run(cuda, caps, p, in, o, ref);
       const SubjectOutput& got = run.out;
       const BudgetVerdict& v = run.judged.verdict;
       EXPECT_EQ(v.violations, 0u) << recipe_spec(recipe).name << " d=" << d << ": worst LSE error/bound "
                                   << v.max_lse_ratio;
       if (recipe == Recipe::fp8_e4m3) continue;
-      const SubjectOutput emu = emulation->run(p, in, o);
+      const SubjectOutput emu = emulation->run(p, in, v2 ? with_v2_tile(o, d) : o);
       int differ = 0;
       for (size_t r = 0; r < got.lse.size(); ++r)
         if (got.lse[r] != emu.lse[r] && ++differ <= 3)
@@ -176,16 +203,27 @@ TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
   }
 }
 
+TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  expect_subnormal_scores_as_modelled(*cuda, false);
+}
+
+TEST(CudaRegression, SubnormalOperandsAlignAtTheSmallestNormal_V2) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_subnormal_scores_as_modelled(*v2, true);
+}
+
 // The 16-bit kernels sum l on the tensor cores (P~ times ones, fwd_kernel.cuh kLOnTensorCores), and with
 // two m-tiles per warp the two share one accumulator, so that a NaN in one row's P~ reaches the row 16
 // below or above it through NaN * 0. Such a warp must be redone (fwd_params.h redo), also on full tiles
 // with no mask, where the V NaN guard is off. A NaN in row 3 of Q (m-tile 0 of warp 0, partner row 19):
 // only row 3 may be NaN, every other row within the budget. Every head dim, split or not.
-TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
-  std::string why;
-  auto cuda = cuda_or_skip(why);
-  if (!cuda) GTEST_SKIP() << why;
-  const Capabilities caps = cuda->capabilities();
+void expect_nan_query_row_in_its_row(Subject& cuda) {
+  const Capabilities caps = cuda.capabilities();
   for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
     for (int d : caps.head_dims) {
       for (int splits : {1, 2}) {
@@ -202,7 +240,7 @@ TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
         const int bad_row = 3;
         in.q[p.q_index(0, 1, bad_row, d / 2)] = NAN;
         const Float64Attention ref = exact_attention_f64(p, in);
-        const CheckedRun run = check_run(*cuda, caps, p, in, o, ref);
+        const CheckedRun run = check_run(cuda, caps, p, in, o, ref);
         const SubjectOutput& out = run.out;
         const BudgetVerdict& v = run.judged.verdict;
         const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d) +
@@ -222,6 +260,20 @@ TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
   }
 }
 
+TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  expect_nan_query_row_in_its_row(*cuda);
+}
+
+TEST(CudaRegression, NaNQueryRowStaysInItsRow_V2) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_nan_query_row_in_its_row(*v2);
+}
+
 // l on the tensor cores is a chain of block FMAs, l <- MMA(P~ of 16 keys, ones, C = l) (softmax.h; the
 // model: reference/tensor_core_model.h), not the fp32 lane sums it replaced. This checks the kernel's l
 // against both through the LSE, where l shows with nothing after it but logf: scale = ln 2 makes the
@@ -232,10 +284,7 @@ TEST(CudaRegression, NaNQueryRowStaysInItsRow) {
 // ulps. The GPU must match the chain to 2 ulps (the two logf's), and differ from the lane sums by more
 // than 8 ulps in a quarter of the rows, or the test could not tell them apart (a model of the inputs
 // predicted 28 rows in 32, 2026-11-30).
-TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
-  std::string why;
-  auto cuda = cuda_or_skip(why);
-  if (!cuda) GTEST_SKIP() << why;
+void expect_row_sum_is_the_chain(Subject& cuda, bool v2) {
   auto emulation = make_subject("emulation");
   for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
     for (int d : {64, 128}) {
@@ -249,8 +298,8 @@ TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
       o.recipe = recipe;
       AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 5, &o);
       adversarial::power_of_two_weights(p, in, 77 + d);
-      const SubjectOutput got = cuda->run(p, in, o);
-      const SubjectOutput emu = emulation->run(p, in, o);
+      const SubjectOutput got = cuda.run(p, in, o);
+      const SubjectOutput emu = emulation->run(p, in, v2 ? with_v2_tile(o, d) : o);
       const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d);
       int off_chain = 0, off_lanes = 0;
       for (int i = 0; i < p.n_q; ++i) {
@@ -273,6 +322,103 @@ TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
       EXPECT_GT(off_lanes, p.n_q / 4) << what << ": the lane sums give the same LSE; the test cannot tell";
     }
   }
+}
+
+TEST(CudaRegression, RowSumIsTheTensorCoreChain) {
+  std::string why;
+  auto cuda = cuda_or_skip(why);
+  if (!cuda) GTEST_SKIP() << why;
+  expect_row_sum_is_the_chain(*cuda, false);
+}
+
+TEST(CudaRegression, RowSumIsTheTensorCoreChain_V2) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_row_sum_is_the_chain(*v2, true);
+}
+
+// Kernel v2 runs the rounding points of softmax.h with one step per 128 x Bc tile, and its wgmma adds as
+// mma.sync does (docs/error-analysis.md §1), so the CPU emulation with that tile must give the same O bits.
+// The one operation the emulation cannot mirror to the bit is the SFU's ex2.approx (a few ulps off exp2 in
+// rare cases), so the scores are made integers with c = 1 (scale = ln 2, Q in {0, 1} and K in {-2, -1, 0}
+// on 4 columns): every p, alpha and merge weight is then an exact power of two on both sides, and what is
+// compared is everything else: which keys each step sees (tiles, masks, ragged lengths, splits), the
+// rounding of P~, the tensor-core chains of O and l (random V), both l conventions and the merge. O must
+// match bit for bit; the LSE to 2 ulps (logf on the GPU, log on the CPU).
+void expect_v2_matches_emulation(Subject& v2, bool split) {
+  auto emulation = make_subject("emulation");
+  std::mt19937 rng(split ? 2027 : 2026);
+  int cases = 0;
+  for (Recipe recipe : {Recipe::fp16, Recipe::bf16}) {
+    for (int d : {64, 128, 256}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        Problem p;
+        p.batch = 1 + variant % 2;
+        p.heads_kv = 1 + variant % 2;
+        p.heads_q = p.heads_kv * (1 + variant % 3 / 2);
+        p.n_q = 1 + static_cast<int>(rng() % 200);
+        p.n_k = 1 + static_cast<int>(rng() % 300);
+        p.d = p.dv = d;
+        switch (variant) {
+          case 1: p.window = Window::causal(Align::top_left); break;
+          case 2: p.window = Window::causal(Align::bottom_right); break;
+          case 3: p.window = Window{37, 5, Align::top_left}; break;
+          case 4: p.key_lengths.assign(p.batch, static_cast<int64_t>(rng() % (p.n_k + 1))); break;
+          default: break;
+        }
+        RunOptions o;
+        o.recipe = recipe;
+        o.l_from_fp32_p = variant == 5;
+        o.num_splits = split ? 3 : 1;
+        AttentionInputs in = make_inputs(p, Distribution::normal, recipe, 100 + variant + d, &o);
+        p.scale = std::log(2.0);
+        std::fill(in.q.begin(), in.q.end(), 0.0);
+        std::fill(in.k.begin(), in.k.end(), 0.0);
+        std::uniform_int_distribution<int> q_bit(0, 1), k_val(-2, 0);
+        for (int b = 0; b < p.batch; ++b) {
+          for (int h = 0; h < p.heads_q; ++h)
+            for (int64_t i = 0; i < p.n_q; ++i)
+              for (int c = 0; c < 4; ++c) in.q[p.q_index(b, h, i, c)] = q_bit(rng);
+          for (int h = 0; h < p.heads_kv; ++h)
+            for (int64_t j = 0; j < p.n_k; ++j)
+              for (int c = 0; c < 4; ++c) in.k[p.k_index(b, h, j, c)] = k_val(rng);
+        }
+        const SubjectOutput got = v2.run(p, in, o);
+        const SubjectOutput emu = emulation->run(p, in, with_v2_tile(o, d));
+        const std::string what = std::string(recipe_spec(recipe).name) + " d=" + std::to_string(d) + " variant " +
+                                 std::to_string(variant) + " Nq=" + std::to_string(p.n_q) +
+                                 " Nk=" + std::to_string(p.n_k) + (split ? " splits=3" : "");
+        size_t o_diff = 0, lse_diff = 0;
+        for (size_t i = 0; i < got.o.size(); ++i)
+          if (!(got.o[i] == emu.o[i] || (std::isnan(got.o[i]) && std::isnan(emu.o[i])))) ++o_diff;
+        for (size_t i = 0; i < got.lse.size(); ++i) {
+          const float g = static_cast<float>(got.lse[i]), e = static_cast<float>(emu.lse[i]);
+          if (g == e || (std::isnan(g) && std::isnan(e))) continue;
+          const float ulp = std::nextafter(std::fabs(e), INFINITY) - std::fabs(e);
+          if (!(std::fabs(g - e) <= 2 * ulp)) ++lse_diff;
+        }
+        EXPECT_EQ(o_diff, 0u) << what << ": O elements that differ from the emulation's";
+        EXPECT_EQ(lse_diff, 0u) << what << ": LSE rows more than 2 ulps from the emulation's";
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 36);
+}
+
+TEST(CudaRegression, V2MatchesTheEmulationBitForBit) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_v2_matches_emulation(*v2, false);
+}
+
+TEST(CudaRegression, V2SplitKVMatchesTheEmulationBitForBit) {
+  std::string why;
+  auto v2 = cuda_or_skip(why, "cuda-v2");
+  if (!v2) GTEST_SKIP() << why;
+  expect_v2_matches_emulation(*v2, true);
 }
 
 }  // namespace
