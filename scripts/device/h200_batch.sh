@@ -4,7 +4,8 @@
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
-# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz). Results: $OUT/results.tgz, $OUT/steps.log.
+# oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz,
+# v2, v2_sanitizers, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
@@ -50,7 +51,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/ste
 steps=",${STEPS:-gpu_tests,regression,property_cuda,report,sdpa_verdict,pytest_example,gpu_fuzz},"
 want() { [[ $steps == *",$1,"* ]]; }
 want gpu_tests && step gpu_tests 90 "$bin/test_cuda_attention"
-want regression && step regression 90 "$bin/cuda_regression_test"
+want regression && step regression 180 "$bin/cuda_regression_test"
 want same_case && step same_case 90 env FC_EXAMPLE_CPU_PLUGIN=.dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so \
   "$bin/same_case_test"
 want property_cuda && step property_cuda 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
@@ -64,6 +65,30 @@ if want plugin_suite; then
     --fuzz-cases 200 --require-gpu --gtest_filter='fuzz.*'
   step cuda_naive_plugin_properties 90 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_naive_plugin.so" \
     --cases 15 --fuzz-cases 0 --require-gpu --gtest_filter='properties.*'
+fi
+if want v2; then
+  # Kernel v2 (libflashcheck_cuda_v2_plugin.so) through the C ABI: the property suite and the tile-boundary
+  # fuzzer of the packaged runner, then compute-sanitizer's four tools on a short run of the same suite
+  # (ragged tails, every mask, GQA, key lengths, split-KV come from the generators).
+  lib=.dev/flashcheck/lib
+  step v2_properties 120 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_v2_plugin.so" \
+    --cases "${V2_CASES:-60}" --fuzz-cases 0 --require-gpu --gtest_filter='properties.*'
+  step v2_fuzz 90 "$bin/flashcheck-properties" --plugin "$lib/libflashcheck_cuda_v2_plugin.so" --cases 30 \
+    --fuzz-cases "${V2_FUZZ_CASES:-300}" --require-gpu --gtest_filter='fuzz.*'
+fi
+if want v2_sanitizers; then
+  lib=.dev/flashcheck/lib
+  for tool in memcheck racecheck initcheck synccheck; do
+    step "v2_san_$tool" 90 compute-sanitizer --tool $tool --error-exitcode 99 "$bin/flashcheck-properties" \
+      --plugin "$lib/libflashcheck_cuda_v2_plugin.so" --cases 4 --fuzz-cases 20 --require-gpu
+  done
+fi
+if want v2_bench; then
+  # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;
+  # V2_AB=NAME=PATH adds another build of v2, e.g. an A/B variant carried as lib/ab/ with AB_PLUGIN).
+  step v2_bench 400 python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
+    --ab v1="$FLASHCHECK_CUDA_PLUGIN" ${V2_AB:+--ab "$V2_AB"} ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
+    --json "$res/v2_compare.json"
 fi
 if want sanitizers; then
   # The kernels' sanitizer shapes (ragged tails, every mask, split-KV, naive) and the V NaN guard's
@@ -145,8 +170,9 @@ if want oracle_cli; then
     --out "$res/oracle-fuzz"
 fi
 if want oracle_grid; then
-  # Every shape of the benchmark grid judged by the GPU oracle (ORACLE_GRID_RECIPES), one table.
-  step oracle_grid "${ORACLE_GRID_SECONDS:-400}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --grid \
+  # Every shape of the benchmark grid judged by the GPU oracle (ORACLE_GRID_RECIPES), one table; the
+  # subject is v1 unless ORACLE_GRID_PLUGIN names another (e.g. lib/libflashcheck_cuda_v2_plugin.so).
+  step oracle_grid "${ORACLE_GRID_SECONDS:-400}" "$bin/oracle_scale" --plugin "${ORACLE_GRID_PLUGIN:-$FLASHCHECK_CUDA_PLUGIN}" --grid \
     --recipes "${ORACLE_GRID_RECIPES:-fp16,bf16,e4m3,e5m2}" --markdown "$res/oracle_grid.md"
 fi
 if want torch_f64; then

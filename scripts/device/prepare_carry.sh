@@ -29,9 +29,10 @@ ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     *) cp -L "$lib" "$dest/lib/" ;;
   esac
 done
-# Our kernels as plugins (fused; naive for its regression test), the GPU test binaries and the C++ bench,
+# Our kernels as plugins (v1 and v2; naive for its regression test), the GPU test binaries and the C++ bench,
 # when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab).
 for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so \
+         kernels/cuda/libflashcheck_cuda_v2_plugin.so \
          kernels/plugin/libflashcheck_example_cpu_plugin.so; do
   if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
