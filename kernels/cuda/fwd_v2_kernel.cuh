@@ -20,7 +20,8 @@
 // Numerics: the rounding points of softmax.h with one step per tile (step = Bc); wgmma's accumulation is
 // mma.sync's bit for bit (measured, docs/error-analysis.md §1), and l from P~ runs on the tensor cores as
 // in v1 (P~ times a ones column, an m64n8k16 wgmma per 16 keys in the same k-step order as O's), so the
-// CPU emulation with tile 128 x Bc models v2 exactly. NaN in V: as v1 (value_nan_guard.h), a block that
+// CPU emulation with tile 128 x Bc models v2 (cuda_regression_test compares them bit for bit where the
+// SFU's exp2 is exact). NaN in V: as v1 (value_nan_guard.h), a block that
 // may have leaked a NaN through a zero P flags itself, and the guarded instantiation of this kernel
 // (kGuard) recomputes it with the same tiles and steps, so the result is bit for bit what it would have
 // been, except that each NaN reaches exactly the rows that see its key.
@@ -163,9 +164,10 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
 }
 
 // Issues S = Q K^T for this warpgroup's 64 rows and the stage's Bc keys as one wgmma group; the caller
-// waits for it. The first k-step does not read S (scale-d = 0) instead of adding a zeroed S as v1 does:
-// the block FMA's alignment and truncation do not depend on a zero addend, so the values are the same
-// (docs/error-analysis.md §1), without 64 register moves per tile.
+// waits for it. The first k-step does not read S (scale-d = 0) instead of adding a zeroed S as v1 does,
+// which saves 64 register moves per tile: in the tensor-core model (docs/error-analysis.md §1) a zero
+// addend changes nothing, and SubnormalOperandsAlignAtTheSmallestNormal_V2 (cuda_regression_test) checks
+// the scores' bits against the model where it could (bf16 products below 2^-126).
 template <typename Tr>
 __device__ __forceinline__ void issue_qk(float (&s)[Tr::kNTilesS][4], const Smem<Tr>& sm, int stage, int wg) {
   tile::wgmma_fence();
