@@ -8,7 +8,7 @@
 # v2, v2_sanitizers, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
-#   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_naive_plugin \
+#   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_v2_plugin flashcheck_cuda_naive_plugin \
 #     test_cuda_attention property_cuda_test cuda_regression_test same_case_test flashcheck_property_runner \
 #     flashcheck_example_cpu_plugin bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
