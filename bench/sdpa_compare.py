@@ -19,6 +19,9 @@ Each candidate's figure is the median of its rounds.
       [--ab NAME=PATH[@dD:MxN,...]]   # another build of our plugin (e.g. without the V NaN guard), or the
                          # same one with another tile for head dim D, timed on the same shapes in the same
                          # run: column NAME and the ratio ours/NAME; repeat --ab for more candidates
+      [--fa4]            # also FlashAttention's own Hopper kernel from the flash-attn-4 package
+                         # (flash_attn.cute.flash_attn_func on BSHD copies of the inputs), column fa4;
+                         # when it cannot be imported or run, the reason is printed and the column stays empty
 """
 import argparse, ctypes, json, math, os, sys, time
 
@@ -116,6 +119,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=0,
                     help="timing rounds per shape (default: a full Williams design, n or 2n for n candidates)")
     ap.add_argument("--host-overhead", action="store_true", help="also print each plugin's host time per call")
+    ap.add_argument("--fa4", action="store_true", help="also time flash-attn-4's kernel (flash_attn.cute)")
     ap.add_argument("--preload", action="append", default=[],
                     help="load this plugin first and never time it (a control for load-order effects)")
     a = ap.parse_args()
@@ -139,7 +143,13 @@ def main():
         lib, plug = load_plugin(path)
         keep.append(lib)
         others.append((name, plug, per_d))
-    ab_names = [n for n, _, _ in others]
+    fa4 = None
+    if a.fa4:
+        try:
+            from flash_attn.cute import flash_attn_func as fa4
+        except Exception as e:  # not installed, or its CuTe DSL does not load here
+            print(f"fa4: flash_attn.cute cannot be imported: {type(e).__name__}: {e}", flush=True)
+    ab_names = [n for n, _, _ in others] + (["fa4"] if fa4 else [])
     dev = "cuda"
     print("torch", torch.__version__, torch.cuda.get_device_name(), "cudnn", torch.backends.cudnn.version(), flush=True)
     torch.manual_seed(0)
@@ -179,6 +189,17 @@ def main():
                             row[ab_name + "_max_abs_err"] = float((o.float() - ref).abs().max())
                         candidates.append((ab_name, bench(other)))
                     del ref
+                    if fa4:
+                        # FlashAttention's layout is BSHD; its first call per configuration compiles (JIT).
+                        q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                        f4 = lambda: fa4(q4, k4, v4, causal=causal)
+                        try:
+                            f4(); torch.cuda.synchronize()
+                            candidates.append(("fa4", bench(f4)))
+                        except Exception as e:
+                            row["fa4"] = None
+                            row["fa4_error"] = f"{type(e).__name__}: {e}"[:300]
+                            print(f"fa4 failed on d={d} N={N} causal={causal}: {row['fa4_error']}", flush=True)
                     f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                         try:

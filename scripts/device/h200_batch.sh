@@ -23,6 +23,8 @@ final=${OUT:?OUT must name the folder that comes back}
 export OUT=/tmp/flashcheck-h200
 rm -rf "$OUT" && mkdir -p "$OUT"
 source scripts/device/env.sh
+# flash-attn-4, when scripts/device/fa4_install.sh put it there in an earlier call (bench/sdpa_compare.py --fa4).
+[ -d /tmp/fa4-site ] && export PYTHONPATH="/tmp/fa4-site:$PYTHONPATH"
 bin=.dev/flashcheck/bin
 res=$OUT/results
 mkdir -p "$res"
