@@ -15,6 +15,7 @@
 #include "fwd_dispatch.h"
 #include "mask.h"
 #include "mma.h"
+#include "normalise.h"
 
 namespace flashcheck::cuda {
 
@@ -98,7 +99,7 @@ __global__ void naive_softmax(const FwdParams p, float* s_io, float* row_sum) {
   if (threadIdx.x == 0) {
     row_sum[row] = red[0];
     if (p.lse)
-      p.lse[row] = red[0] != 0.0f ? __fadd_rn(__fmul_rn(mx, p.scale_eff), logf(red[0])) : -INFINITY;
+      p.lse[row] = row_lse(mx, red[0], p.scale_eff, p.lse_offset);  // lse_offset = 0: no fp8 here
   }
 }
 
@@ -130,9 +131,8 @@ __global__ void naive_pv(const FwdParams p, const float* prob, const float* row_
   }
   if (i >= p.n_q) return;
   const float l = row_sum[static_cast<long long>(bh) * p.n_q + i];
-  const float inv = l != 0.0f ? __fdiv_rn(1.0f, l) : 0.0f;
   T* o = static_cast<T*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + i * p.o_stride[2];
-  o[c] = from_f<T>(l != 0.0f ? __fmul_rn(a, inv) : 0.0f);  // no visible key: 0
+  o[c] = from_f<T>(normalised(a, l, inverse_l(l)));
 }
 
 template <typename T>

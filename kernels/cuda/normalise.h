@@ -1,5 +1,6 @@
-// Collective layer: the end of every forward kernel's row (v1, v2, fp32, the split-KV merge): O = a / l
-// and the LSE, with the rounding points of softmax.h, written once so that the kernels cannot drift.
+// Collective layer: the end of every forward kernel's row (v1, v2, fp32, the split-KV merge, the naive
+// baseline): O = a / l and the LSE, with the rounding points of softmax.h, written once so that the
+// kernels cannot drift.
 #pragma once
 
 #include <cmath>
