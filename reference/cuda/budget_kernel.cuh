@@ -317,12 +317,12 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
     // p2: the probabilistic model's sum of squares, of the centred terms (l from rounded P) or of the
     // P-rounding terms (l in fp32); one register set serves both.
     double num[kBudgetCols], num_det[kBudgetCols], p2[kBudgetCols], tp[kBudgetCols], tp_det[kBudgetCols],
-        A[kBudgetCols], D[kBudgetCols], W[kBudgetCols], vop[kBudgetCols], excess[kBudgetCols],
+        A[kBudgetCols], W[kBudgetCols], vop[kBudgetCols], excess[kBudgetCols],
         O[kBudgetCols], oe[kBudgetCols];
     int nz_keys[kBudgetCols], nz_blocks[kBudgetCols], nz_tile_blocks[kBudgetCols], nz_max_tile_blocks[kBudgetCols],
         last_blk[kBudgetCols], last_tile[kBudgetCols];
     for (int cc = 0; cc < kBudgetCols; ++cc) {
-      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = A[cc] = D[cc] = W[cc] = vop[cc] = 0;
+      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = A[cc] = W[cc] = vop[cc] = 0;
       excess[cc] = 0;
       nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
       last_blk[cc] = last_tile[cc] = -1;
@@ -469,7 +469,6 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
             num[cc] += ec * dv_;
             num_det[cc] += ecd * dv_;
             A[cc] += E * fabs(v);
-            D[cc] += E * fabs(v - O[cc]);
             W[cc] += whi * fabs(v);
             if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
             if (!bp.l_fp32) {
