@@ -9,7 +9,7 @@
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_v2_plugin flashcheck_cuda_naive_plugin \
-#     test_cuda_attention property_cuda_test cuda_regression_test same_case_test flashcheck_property_runner \
+#     test_cuda_attention property_cuda_test property_cuda_v2_test cuda_regression_test same_case_test flashcheck_property_runner \
 #     flashcheck_example_cpu_plugin bench_fused_attention
 #   [AB_PLUGIN=other/libflashcheck_cuda_plugin.so] bash scripts/device/prepare_carry.sh build-h200 build-h200
 # and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1); BENCH_ARGS replaces the
@@ -57,6 +57,8 @@ want regression && step regression 180 "$bin/cuda_regression_test"
 want same_case && step same_case 90 env FC_EXAMPLE_CPU_PLUGIN=.dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so \
   "$bin/same_case_test"
 want property_cuda && step property_cuda 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" "$bin/property_cuda_test"
+want property_cuda && step property_cuda_v2 150 env RC_PARAMS="${RC_PARAMS:-max_success=100 seed=20261129}" \
+  "$bin/property_cuda_v2_test"
 if want plugin_suite; then
   # The plugin issue's check, as ctest -L gpu registers it (cmake/flashcheckKernelTests.cmake): the packaged
   # property runner on each of our plugins, through the C ABI only.

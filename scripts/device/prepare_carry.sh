@@ -36,7 +36,8 @@ for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cu
          kernels/plugin/libflashcheck_example_cpu_plugin.so; do
   if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
-for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/cuda_regression_test \
+for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/property_cuda_v2_test \
+         tests/properties/cuda_regression_test \
          tests/cli/same_case_test tests/cli/cli_usage_test tests/gpu/oracle_agreement_test tests/gpu/large_shape_test tests/gpu/test_cuda_attention_missing_wait tools/flashcheck-properties \
          bench/bench_fused_attention bench/oracle_scale bench/tensor_core_probe; do
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
