@@ -6,10 +6,12 @@
 // A persistent grid of one block per SM walks the work tiles (128 query rows of one (batch, head, split);
 // tile_scheduler.h), 3 warpgroups:
 //   producer   (warpgroup 0, one thread): TMA loads each work tile's Q, then its K and V tiles of Bc keys
-//              into a 2-stage ring that runs on across work tiles (the next tile's first keys load while
-//              the last ones are computed and stored); each buffer has a "full" mbarrier (the copy engine
-//              counts its bytes) and an "empty" one that the consumers' 8 warps arrive on when they are
-//              done with it. It gives its registers away (setmaxnreg) and waits on the barriers.
+//              into a ring of buffers (4, 3, 2 stages at d = 64, 128, 256: tile_policy.h) that runs on
+//              across work tiles (the next tile's first keys load while the last ones are computed and
+//              stored), and draws the next work tile for the consumers; each buffer has a "full"
+//              mbarrier (the copy engine counts its bytes) and an "empty" one that the consumers' 8 warps
+//              arrive on when they are done with it. It gives its registers away (setmaxnreg) and waits
+//              on the barriers.
 //   consumers  (warpgroups 1 and 2, 64 rows each): per key tile, load -> S = Q K^T (wgmma, Q and K from
 //              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
 //              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
@@ -21,10 +23,10 @@
 // mma.sync's bit for bit (measured, docs/error-analysis.md §1), and l from P~ runs on the tensor cores as
 // in v1 (P~ times a ones column, an m64n8k16 wgmma per 16 keys in the same k-step order as O's), so the
 // CPU emulation with tile 128 x Bc models v2 (cuda_regression_test compares them bit for bit where the
-// SFU's exp2 is exact). NaN in V: as v1 (value_nan_guard.h), a block that
-// may have leaked a NaN through a zero P flags itself, and the guarded instantiation of this kernel
-// (kGuard) recomputes it with the same tiles and steps, so the result is bit for bit what it would have
-// been, except that each NaN reaches exactly the rows that see its key.
+// SFU's exp2 is exact). NaN in V: as v1 (value_nan_guard.h), a block that may have leaked a NaN through a
+// zero P flags itself, and the guarded instantiation of this kernel (kGuard) recomputes it with the same
+// tiles and steps, so the result is bit for bit what it would have been, except that each NaN reaches
+// exactly the rows that see its key.
 #pragma once
 
 #include <cuda.h>
@@ -115,8 +117,8 @@ struct Smem {
   __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + 8 * s; }
 };
 
-// One tile of Q, K or V: its 64-column panels, each a TMA box of `rows` rows, completing on `full`, which
-// expects the tile's bytes.
+// One tile of Q, K or V from row row0 of head h, batch b: its 64-column panels, each one TMA box (the
+// descriptor's box rows), completing on `full`, which expects the tile's bytes.
 template <typename Tr>
 __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, uint32_t full, int bytes,
                                           int panel_bytes, int row0, int h, int b) {
@@ -125,6 +127,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, 
   for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_load_4d(dst + pn * panel_bytes, map, full, pn * 64, row0, h, b);
 }
 
+// The K and V tiles of one work tile, from ring position i on (advanced past them).
 template <typename Tr>
 __device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                                              const BlockPlace& bp, int& i) {
