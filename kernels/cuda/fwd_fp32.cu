@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) fwd_fp32_kernel(const FwdP
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) o_row[lane + 32 * i] = normalised(acc[i], l, inv);
     if (p.lse && lane == 0)
-      p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] = row_lse(m, l, p.scale_eff, p.lse_offset);
+      p.lse[lse_index(p, b, h, row)] = row_lse(m, l, p.scale_eff, p.lse_offset);
   } else {
-    const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
+    const long long idx = split_state_index(p, split, b, h, row);
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) p.ws_acc[idx * kD + lane + 32 * i] = acc[i];
     if (lane == 0) {

@@ -331,9 +331,7 @@ __device__ __forceinline__ void store_o_via_smem(const FwdParams& p, const float
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + 16 * mt + 8 * r + g;
         const float l = sm[mt].row_sum[r];
-        if (row < p.n_q)
-          p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-              row_lse(sm[mt].row_max[r], l, p.scale_eff, p.lse_offset);
+        if (row < p.n_q) p.lse[lse_index(p, b, h, row)] = row_lse(sm[mt].row_max[r], l, p.scale_eff, p.lse_offset);
       }
   }
 }
@@ -489,24 +487,6 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     // The tile body is compiled twice, for boundary tiles (element mask) and interior tiles (none), and
     // chosen once per tile: a branch between the score GEMM and the softmax would split them into two
     // blocks, and ptxas could not start the row max while the last score MMAs are in flight.
-    // Once the running max has settled, alpha is exactly 1 for every row of the warp and a <- a * 1
-    // changes no bit: skip the rescale then (one warp-uniform vote for all m-tiles, so no divergence).
-    auto rescale_o = [](float (&a)[kMT][Tr::kNTilesO][4], const float (&al)[kMT][2]) {
-      bool rescale = false;
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) rescale = rescale || al[mt][0] != 1.0f || al[mt][1] != 1.0f;
-      if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int i = 0; i < Tr::kNTilesO; ++i) {
-            a[mt][i][0] = __fmul_rn(a[mt][i][0], al[mt][0]);
-            a[mt][i][1] = __fmul_rn(a[mt][i][1], al[mt][0]);
-            a[mt][i][2] = __fmul_rn(a[mt][i][2], al[mt][1]);
-            a[mt][i][3] = __fmul_rn(a[mt][i][3], al[mt][1]);
-          }
-      }
-    };
     // fp8 and the redo kernel keep one body with a run-time test: their registers are too tight for two.
     auto run_tile = [&](auto masked, auto l_fp32) {
       const bool kMasked = detail::as_bool(masked);  // a constant for the 16-bit bodies
@@ -568,7 +548,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           // packed P~ of the whole step is never live beside S.
           float mc[kMT][2];
           softmax_max_alpha(sm, s, c, alpha, mc);
-          rescale_o(acc, alpha);
+          rescale_accumulators(acc, alpha);
           constexpr int kPart = 4;  // n-tiles per part
           detail::static_for<kNTilesSub / kPart>([&](auto part) {
             constexpr int j0 = decltype(part)::value * kPart, j1 = j0 + kPart;
@@ -584,7 +564,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           // P.V MMAs) instead of issuing as one burst before the rescale's branch.
           float mc[kMT][2];
           softmax_max_alpha(sm, s, c, alpha, mc);
-          rescale_o(acc, alpha);
+          rescale_accumulators(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
             round_p<ET, kNTilesSub, Tr::kLFromFp32, true, 0, kNTilesSub, !Tr::kLOnTensorCores>(
@@ -594,7 +574,7 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
           // keeps Q in shared memory and the NaN maps live): exps in place, then the rescale, then the
           // rounding, with the l convention branched once around the whole loop.
           softmax_update(sm, s, c, alpha);
-          rescale_o(acc, alpha);
+          rescale_accumulators(acc, alpha);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
             if (detail::as_bool(l_fp32)) {
@@ -743,35 +723,11 @@ __device__ __forceinline__ void fwd_block(const FwdParams& p, int bx, int by, in
     auto* o_g = static_cast<OutBits*>(p.o) + static_cast<long long>(b) * p.o_stride[0] +
                 static_cast<long long>(h) * p.o_stride[1];
     detail::for_each_row<kMT>(warp_row0, p.n_q, [&](int mt, int r, int row) {
-      const float l = sm[mt].row_sum[r];
-      const float inv = inverse_l(l);
-      OutBits* o_row = o_g + static_cast<long long>(row) * p.o_stride[2];
-#pragma unroll
-      for (int i = 0; i < Tr::kNTilesO; ++i) {
-        float x0 = normalised(acc[mt][i][2 * r], l, inv);
-        float x1 = normalised(acc[mt][i][2 * r + 1], l, inv);
-        if constexpr (Tr::kIsFp8) {
-          x0 = __fmul_rn(x0, p.v_descale);
-          x1 = __fmul_rn(x1, p.v_descale);
-        }
-        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
-      }
-      if (p.lse && t == 0) {
-        p.lse[(static_cast<long long>(b) * p.heads_q + h) * p.n_q + row] =
-            row_lse(sm[mt].row_max[r], l, p.scale_eff, p.lse_offset);
-      }
+      store_o_row<ET>(p, o_g, acc[mt], sm[mt], r, t, b, h, row);
     });
   } else {
     detail::for_each_row<kMT>(warp_row0, p.n_q, [&](int mt, int r, int row) {
-      const long long idx = ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
-      float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
-#pragma unroll
-      for (int i = 0; i < Tr::kNTilesO; ++i)
-        *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[mt][i][2 * r], acc[mt][i][2 * r + 1]);
-      if (t == 0) {
-        p.ws_m[idx] = sm[mt].row_max[r];
-        p.ws_l[idx] = sm[mt].row_sum[r];
-      }
+      store_split_row(p, split_state_index(p, split, b, h, row), acc[mt], r, t, sm[mt].row_max[r], sm[mt].row_sum[r]);
     });
   }
 }

@@ -204,52 +204,21 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Tr::kNTilesO][4], float (&
   tile::wgmma_commit();
 }
 
-// a <- a * alpha per row; skipped when alpha is 1 for every row of the warp (changes no bit).
-template <int kNTilesO>
-__device__ __forceinline__ void rescale_o(float (&acc)[kNTilesO][4], const float (&alpha)[2]) {
-  if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-    for (int i = 0; i < kNTilesO; ++i) {
-      acc[i][0] = __fmul_rn(acc[i][0], alpha[0]);
-      acc[i][1] = __fmul_rn(acc[i][1], alpha[0]);
-      acc[i][2] = __fmul_rn(acc[i][2], alpha[1]);
-      acc[i][3] = __fmul_rn(acc[i][3], alpha[1]);
-    }
-  }
-}
-
 // The epilogue of one consumer thread's two rows: O and the LSE, or the split's partial state.
 template <typename Tr>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const BlockPlace& bp,
                                            const float (&acc)[Tr::kNTilesO][4], const OnlineSoftmax& sm,
                                            int row_g, int t) {
-  using ET = typename Tr::ET;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row_g + 8 * r;
     if (row >= p.n_q) continue;
-    const float l = sm.row_sum[r];
     if (p.num_splits == 1) {
-      auto* o_row = static_cast<uint16_t*>(p.o) + static_cast<long long>(bp.b) * p.o_stride[0] +
-                    static_cast<long long>(bp.h) * p.o_stride[1] + static_cast<long long>(row) * p.o_stride[2];
-      const float inv = inverse_l(l);
-#pragma unroll
-      for (int i = 0; i < Tr::kNTilesO; ++i)
-        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
-            ET::pack_out(normalised(acc[i][2 * r], l, inv), normalised(acc[i][2 * r + 1], l, inv));
-      if (p.lse && t == 0)
-        p.lse[(static_cast<long long>(bp.b) * p.heads_q + bp.h) * p.n_q + row] =
-            row_lse(sm.row_max[r], l, p.scale_eff, p.lse_offset);
+      auto* o_head = static_cast<uint16_t*>(p.o) + static_cast<long long>(bp.b) * p.o_stride[0] +
+                     static_cast<long long>(bp.h) * p.o_stride[1];
+      store_o_row<typename Tr::ET>(p, o_head, acc, sm, r, t, bp.b, bp.h, row);
     } else {
-      const long long idx = ((static_cast<long long>(bp.split) * p.batch + bp.b) * p.heads_q + bp.h) * p.n_q + row;
-      float* a_ws = p.ws_acc + idx * Tr::kHeadDim;
-#pragma unroll
-      for (int i = 0; i < Tr::kNTilesO; ++i)
-        *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[i][2 * r], acc[i][2 * r + 1]);
-      if (t == 0) {
-        p.ws_m[idx] = sm.row_max[r];
-        p.ws_l[idx] = l;
-      }
+      store_split_row(p, split_state_index(p, bp.split, bp.b, bp.h, row), acc, r, t, sm.row_max[r], sm.row_sum[r]);
     }
   }
 }
@@ -283,11 +252,11 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 
   OnlineSoftmax sm_state[1];
   sm_state[0].init();
-  float acc[Tr::kNTilesO][4];
+  float acc[1][Tr::kNTilesO][4];  // one 16-row m-tile per warp, as v1's kMT = 1
 #pragma unroll
   for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) acc[0][i][e] = 0.0f;
 
   // Intra-warpgroup pipelining (FlashAttention-3, Algorithm 2): while O += P~ V of tile i - 1 runs on the
   // tensor cores, the scores of tile i are masked and exponentiated. The order of every rounding is the
@@ -302,7 +271,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     softmax_update(sm_state, s, c, alpha);
   };
   auto finish_step = [&]() {  // once the previous tile's products are in: rescale, then round P~
-    rescale_o(acc, alpha[0]);
+    rescale_accumulators(acc, alpha);
     if (l_on_tensor_cores) {
       l4[0] = __fmul_rn(l4[0], alpha[0][0]);
       l4[2] = __fmul_rn(l4[2], alpha[0][1]);
@@ -311,11 +280,19 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       round_p<ET, Tr::kNTilesS, true>(s[0], pk, sm_state[0]);
     }
   };
-  auto issue_pv_any = [&](int stage) {
+  // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
+  auto stage_of = [](int r) { return r % Tr::kStages; };
+  auto parity_of = [](int r) { return static_cast<uint32_t>((r / Tr::kStages) & 1); };
+  // P~ V of key tile nb at ring position r; the guarded redo first cleans a boundary tile's V of NaNs.
+  auto issue_pv_any = [&](int r, int nb) {
+    const int stage = stage_of(r);
+    if constexpr (kGuard) {
+      if (bp.mask.needs_mask(nb)) zero_v_nans<Tr>(smem + (sm.v(stage) - sm.base), threadIdx.x - 128);
+    }
     if (l_on_tensor_cores) {
-      issue_pv<Tr, true>(acc, l4, pk, sm, stage);
+      issue_pv<Tr, true>(acc[0], l4, pk, sm, stage);
     } else {
-      issue_pv<Tr, false>(acc, l4, pk, sm, stage);
+      issue_pv<Tr, false>(acc[0], l4, pk, sm, stage);
     }
   };
   auto release = [&](uint32_t bar) {  // one arrival per consumer warp
@@ -323,10 +300,6 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     if (lane == 0) tile::mbar_arrive(bar);
   };
 
-  // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
-  auto stage_of = [](int r) { return r % Tr::kStages; };
-
-  auto parity_of = [](int r) { return static_cast<uint32_t>((r / Tr::kStages) & 1); };
   tile::mbar_wait(sm.q_full(), w & 1);
   const int n_tiles = bp.nb_end - bp.nb_begin;
   if (n_tiles == 0) release(sm.q_empty());
@@ -341,15 +314,11 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 #pragma unroll 1
     for (int i = 1; i < n_tiles; ++i) {
       const int cur = ring + i, prev = cur - 1;
-        tile::mbar_wait(sm.k_full(stage_of(cur)), parity_of(cur));
+      tile::mbar_wait(sm.k_full(stage_of(cur)), parity_of(cur));
       issue_qk<Tr>(s[0], sm, stage_of(cur), wg);
       tile::mbar_wait(sm.v_full(stage_of(prev)), parity_of(prev));
-      if constexpr (kGuard) {
-        if (bp.mask.needs_mask(bp.nb_begin + i - 1))
-          zero_v_nans<Tr>(smem + (sm.v(stage_of(prev)) - sm.base), threadIdx.x - 128);
-      }
-      issue_pv_any(stage_of(prev));
-        tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
+      issue_pv_any(prev, bp.nb_begin + i - 1);
+      tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
       release(sm.k_empty(stage_of(cur)));
       if (i == n_tiles - 1) release(sm.q_empty());  // the producer may load the next work tile's Q
       softmax_step(bp.nb_begin + i);
@@ -359,11 +328,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     }
     const int last = ring + n_tiles - 1;
     tile::mbar_wait(sm.v_full(stage_of(last)), parity_of(last));
-    if constexpr (kGuard) {
-      if (bp.mask.needs_mask(bp.nb_end - 1))
-        zero_v_nans<Tr>(smem + (sm.v(stage_of(last)) - sm.base), threadIdx.x - 128);
-    }
-    issue_pv_any(stage_of(last));
+    issue_pv_any(last, bp.nb_end - 1);
     tile::wgmma_wait<0>();
     release(sm.v_empty(stage_of(last)));
   }
@@ -385,7 +350,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 #pragma unroll
       for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) nan = nan || acc[i][e] != acc[i][e];
+        for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
       if (__any_sync(0xffffffffu, nan) && lane == 0)
         p.redo[id] = 1;
     }
@@ -409,9 +374,9 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
     }
     tile::named_barrier_sync(1, G::kNThreads);
-    nan_guard::poison<G, 1>(reinterpret_cast<float(&)[1][Tr::kNTilesO][4]>(acc), row_map, row_g - bp.m0, t);
+    nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
   }
-  store_rows<Tr>(p, bp, acc, sm_state[0], row_g, t);
+  store_rows<Tr>(p, bp, acc[0], sm_state[0], row_g, t);
 }
 
 }  // namespace v2

@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+
+#include "fwd_params.h"
+#include "softmax.h"
 
 namespace flashcheck::cuda {
 
@@ -17,6 +21,51 @@ __device__ __forceinline__ float normalised(float a, float l, float inv) { retur
 // lse = fl32( fl32(m * scale_eff) + fl32(logf(l) - lse_offset) ); -inf when l = 0.
 __device__ __forceinline__ float row_lse(float m, float l, float scale_eff, float lse_offset) {
   return l != 0.0f ? __fadd_rn(__fmul_rn(m, scale_eff), __fsub_rn(logf(l), lse_offset)) : -INFINITY;
+}
+
+// Where a row's results go: the LSE [batch][heads_q][n_q], and the split-KV workspace
+// [split][batch][heads_q][n_q] (a: times d) that split_kv_merge.cu reads back.
+__device__ __forceinline__ long long lse_index(const FwdParams& p, int b, int h, int row) {
+  return (static_cast<long long>(b) * p.heads_q + h) * p.n_q + row;
+}
+__device__ __forceinline__ long long split_state_index(const FwdParams& p, int split, int b, int h, int row) {
+  return ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
+}
+
+// The tensor-core kernels' epilogue for one row r (0: g, 1: g + 8) of a warp's m16n8 accumulators and
+// softmax state (o_head: row 0 of the head's O), the lane's columns 8i + 2t and 8i + 2t + 1: O normalised and rounded to the 16-bit output
+// (fp8 inputs: times v_descale first) in 4-byte stores, and the LSE from lane t = 0.
+template <typename ET, int kNTilesO>
+__device__ __forceinline__ void store_o_row(const FwdParams& p, uint16_t* o_head, const float (&acc)[kNTilesO][4],
+                                            const OnlineSoftmax& sm, int r, int t, int b, int h, int row) {
+  const float l = sm.row_sum[r];
+  const float inv = inverse_l(l);
+  uint16_t* o_row = o_head + static_cast<long long>(row) * p.o_stride[2];
+#pragma unroll
+  for (int i = 0; i < kNTilesO; ++i) {
+    float x0 = normalised(acc[i][2 * r], l, inv);
+    float x1 = normalised(acc[i][2 * r + 1], l, inv);
+    if constexpr (ET::kIsFp8) {
+      x0 = __fmul_rn(x0, p.v_descale);
+      x1 = __fmul_rn(x1, p.v_descale);
+    }
+    *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
+  }
+  if (p.lse && t == 0) p.lse[lse_index(p, b, h, row)] = row_lse(sm.row_max[r], l, p.scale_eff, p.lse_offset);
+}
+
+// The same row's unnormalised state (a, m, l) for the merge (split-KV).
+template <int kNTilesO>
+__device__ __forceinline__ void store_split_row(const FwdParams& p, long long idx, const float (&acc)[kNTilesO][4],
+                                                int r, int t, float m, float l) {
+  float* a_ws = p.ws_acc + idx * (8 * kNTilesO);
+#pragma unroll
+  for (int i = 0; i < kNTilesO; ++i)
+    *reinterpret_cast<float2*>(a_ws + 8 * i + 2 * t) = make_float2(acc[i][2 * r], acc[i][2 * r + 1]);
+  if (t == 0) {
+    p.ws_m[idx] = m;
+    p.ws_l[idx] = l;
+  }
 }
 
 }  // namespace flashcheck::cuda

@@ -159,6 +159,27 @@ __device__ __forceinline__ void softmax_update(OnlineSoftmax (&sm)[kMT], float (
       }
 }
 
+// a <- fl32(a * alpha) per row for the kMT m-tiles of a warp (the O accumulators, m16n8 layout). Once the
+// running max has settled, alpha is exactly 1 for every row of the warp and a * 1 changes no bit: the
+// rescale is skipped then (one warp-uniform vote for all m-tiles, so no divergence).
+template <int kMT, int kNTilesO>
+__device__ __forceinline__ void rescale_accumulators(float (&a)[kMT][kNTilesO][4], const float (&alpha)[kMT][2]) {
+  bool rescale = false;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) rescale = rescale || alpha[mt][0] != 1.0f || alpha[mt][1] != 1.0f;
+  if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kNTilesO; ++i) {
+        a[mt][i][0] = __fmul_rn(a[mt][i][0], alpha[mt][0]);
+        a[mt][i][1] = __fmul_rn(a[mt][i][1], alpha[mt][0]);
+        a[mt][i][2] = __fmul_rn(a[mt][i][2], alpha[mt][1]);
+        a[mt][i][3] = __fmul_rn(a[mt][i][3], alpha[mt][1]);
+      }
+  }
+}
+
 // p -> P~ (times kPScale, rounded to the input format, packed as the next MMA's A operand) and the
 // lane's l partial, in the order documented in softmax.h. kExp: s still holds the scores and
 // p = exp2(s*c - m*c) is computed here, n-tile by n-tile, in one straight block with the rounding and the
