@@ -148,6 +148,7 @@ constexpr TileList all_tiles() {
 // memory allows (Q + stages x (K + V) = 144 / 224 / 192 KiB of the 227), so that the producer runs ahead
 // across work tiles.
 inline constexpr int kV2HeadDims[] = {64, 128, 256};
+inline constexpr int kNumV2HeadDims = sizeof(kV2HeadDims) / sizeof(kV2HeadDims[0]);
 constexpr TileShape v2_tile(int d) {
   return d == 64    ? TileShape{128, 128, 12, 4}
          : d == 128 ? TileShape{128, 128, 12, 3}

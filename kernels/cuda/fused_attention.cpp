@@ -111,12 +111,16 @@ Strided4 to_strided(const View& v) {
 // steps from row to row in 32-bit byte offsets (registers are its scarcest resource), so the row stride
 // must stay below kMaxRowStrideBytes; a view with a larger one is repacked like any other.
 constexpr int64_t kMaxRowStrideBytes = int64_t{1} << 24;
-bool kernel_readable(const void* data, const int64_t* stride, int bytes) {
+// Kernel v2 reads through TMA descriptors (tensor_map.h), which also take no zero or negative stride (a
+// broadcast view).
+bool kernel_readable(Subject subject, const void* data, const int64_t* stride, int bytes) {
   if (stride[3] != 1) return false;
   if (stride[2] < 0 || stride[2] * bytes >= kMaxRowStrideBytes) return false;
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0) return false;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
     if ((stride[i] * bytes) % 16 != 0) return false;
+    if (subject == Subject::kFusedV2 && stride[i] <= 0) return false;
+  }
   return true;
 }
 
@@ -173,16 +177,17 @@ Status validate(Subject subject, const fc_problem& p) {
   if (p.n_q < 1 || p.n_k < 1) return fail(FC_ERR_INVALID, "n_q and n_k must be >= 1");
   if (p.n_q >= (1LL << 30) || p.n_k >= (1LL << 30)) return fail(FC_ERR_UNSUPPORTED, "sequence lengths of 2^30 or more");
   if (p.dv != p.d) return fail(FC_ERR_UNSUPPORTED, "dv (%d) != d (%d) is not supported", p.dv, p.d);
-  if (v2 && !fc::tiles::is_v2_head_dim(p.d)) {
+  auto listed = [](const auto& dims) {
     std::string list;
-    for (int d : fc::tiles::kV2HeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported by cuda-v2 (supported: %s)", p.d, list.c_str());
-  }
-  if (!is_supported_head_dim(p.d)) {
-    std::string list;
-    for (int d : fc::tiles::kHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: %s)", p.d, list.c_str());
-  }
+    for (int d : dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    return list;
+  };
+  if (v2 && !fc::tiles::is_v2_head_dim(p.d))
+    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported by cuda-v2 (supported: %s)", p.d,
+                listed(fc::tiles::kV2HeadDims).c_str());
+  if (!is_supported_head_dim(p.d))
+    return fail(FC_ERR_UNSUPPORTED, "head dim %d is not supported (supported: %s)", p.d,
+                listed(fc::tiles::kHeadDims).c_str());
   if (!std::isfinite(p.scale)) return fail(FC_ERR_INVALID, "scale must be finite");
   // The running max is taken over raw scores and scaled afterwards, which is only the max of the scaled
   // scores for a positive scale.
@@ -282,30 +287,21 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
 
 namespace {
 
-// Kernel v2 on device buffers (the split-KV workspace is the caller's): TMA descriptors for Q, K and V (a
-// tensor the copy engine cannot describe is repacked contiguously first), the scheduler's tile counter, and
-// one redo flag per block when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
+// Kernel v2 on device buffers that it can read (the caller repacked the rest; the split-KV workspace is
+// the caller's too): TMA descriptors for Q, K and V, the scheduler's tile counter, and one redo flag per
+// block when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
 Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStream_t stream) {
   V2TensorMaps maps{};
-  DeviceAlloc tq(stream), tk(stream), tv(stream);
-  auto map_of = [&](CUtensorMap* map, DeviceAlloc& tmp, const void*& data, long long* strides, int heads,
-                    long long rows, int box_rows) -> Status {
-    int64_t st[3] = {strides[0], strides[1], strides[2]};
-    if (!make_tile_map(map, data, 2, p.d, rows, heads, p.batch, st, box_rows).empty()) {
-      const View src{{p.batch, heads, rows, p.d}, {st[0], st[1], st[2], 1}};
-      const View dst = contiguous(p.batch, heads, rows, p.d);
-      FC_CUDA_TRY(tmp.alloc(static_cast<size_t>(p.batch) * heads * rows * p.d * 2));
-      FC_CUDA_TRY(copy_strided(tmp.get(), to_strided(dst), data, to_strided(src), 2, stream));
-      data = tmp.get();
-      for (int i = 0; i < 3; ++i) strides[i] = dst.stride[i];
-      const std::string why = make_tile_map(map, data, 2, p.d, rows, heads, p.batch, dst.stride, box_rows);
-      if (!why.empty()) return fail(FC_ERR_RUNTIME, "cuda-v2: %s", why.c_str());
-    }
+  auto map_of = [&](CUtensorMap* map, const void* data, const long long* strides, int heads, long long rows,
+                    int box_rows) -> Status {
+    const int64_t st[3] = {strides[0], strides[1], strides[2]};
+    const std::string why = make_tile_map(map, data, 2, p.d, rows, heads, p.batch, st, box_rows);
+    if (!why.empty()) return fail(FC_ERR_RUNTIME, "cuda-v2: %s", why.c_str());
     return Status{};
   };
-  FC_TRY(map_of(&maps.q, tq, fp.q, fp.q_stride, p.heads_q, p.n_q, lp.tile_m));
-  FC_TRY(map_of(&maps.k, tk, fp.k, fp.k_stride, p.heads_kv, p.n_k, lp.tile_n));
-  FC_TRY(map_of(&maps.v, tv, fp.v, fp.v_stride, p.heads_kv, p.n_k, lp.tile_n));
+  FC_TRY(map_of(&maps.q, fp.q, fp.q_stride, p.heads_q, p.n_q, lp.tile_m));
+  FC_TRY(map_of(&maps.k, fp.k, fp.k_stride, p.heads_kv, p.n_k, lp.tile_n));
+  FC_TRY(map_of(&maps.v, fp.v, fp.v_stride, p.heads_kv, p.n_k, lp.tile_n));
   DeviceAlloc redo(stream), counter(stream);
   FC_CUDA_TRY(counter.alloc(sizeof(unsigned)));
   fp.tile_counter = static_cast<unsigned*>(counter.get());
@@ -524,7 +520,7 @@ Status forward(Subject subject, const fc_problem& p, const fc_buffers& buf) {
   const int64_t* os = buf.o.stride;
   auto stage_in = [&](DeviceAlloc& tmp, const void*& ptr, const int64_t*& strides, const View& src,
                       const View& dst, size_t elems) -> Status {
-    if (kernel_readable(ptr, strides, ib)) return Status{};
+    if (kernel_readable(subject, ptr, strides, ib)) return Status{};
     FC_CUDA_TRY(tmp.alloc(elems * ib));
     FC_CUDA_TRY(copy_strided(tmp.get(), to_strided(dst), ptr, to_strided(src), ib, stream));
     ptr = tmp.get();
@@ -558,24 +554,23 @@ void capabilities(Subject subject, fc_capabilities* out) {
   out->n_head_dims = fc::tiles::kNumHeadDims;
   for (int i = 0; i < fc::tiles::kNumHeadDims; ++i) out->head_dims[i] = fc::tiles::kHeadDims[i];
   if (subject == Subject::kNaive) {
-    out->name = "cuda-naive";
+    out->name = subject_name(subject);
     out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
     out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE;
     out->n_tiles = 0;
     return;
   }
   if (subject == Subject::kFusedV2) {
-    out->name = "cuda-v2";
+    out->name = subject_name(subject);
     out->recipes = (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
     out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
                     FC_CAP_L_FROM_FP32_P;
-    constexpr int kN = sizeof(fc::tiles::kV2HeadDims) / sizeof(fc::tiles::kV2HeadDims[0]);
-    out->n_head_dims = kN;
-    for (int i = 0; i < kN; ++i) out->head_dims[i] = fc::tiles::kV2HeadDims[i];
+    out->n_head_dims = fc::tiles::kNumV2HeadDims;
+    for (int i = 0; i < fc::tiles::kNumV2HeadDims; ++i) out->head_dims[i] = fc::tiles::kV2HeadDims[i];
     out->n_tiles = 0;
     return;
   }
-  out->name = "cuda-fa2";
+  out->name = subject_name(subject);
   out->recipes = (1u << FC_RECIPE_FP32) | (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16) |
                  (1u << FC_RECIPE_FP8_E4M3) | (1u << FC_RECIPE_FP8_E5M2);
   out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
