@@ -11,14 +11,19 @@
 
 namespace flashcheck::cuda::tile {
 
-// The shared-memory matrix descriptor of a K-major operand without swizzling: the operand is stored as
-// core matrices of 8 rows x 16 bytes (each row's 16 bytes contiguous); `k_stride` is the byte distance
-// between core matrices adjacent along K, `mn_stride` along M/N (PTX ISA, "Matrix Descriptor Format":
-// start address, leading and stride byte offsets, all in 16-byte units; bits 62-63 = 0, no swizzle).
+// A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading and
+// stride byte offsets, all in 16-byte units, and the layout type in bits 62-63 (0: no swizzle, 1: 128-byte
+// swizzle).
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t smem_addr, uint32_t lbo, uint32_t sbo, uint32_t layout) {
+  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
+         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(layout) << 62);
+}
+
+// A K-major operand without swizzling: stored as core matrices of 8 rows x 16 bytes (each row's 16 bytes
+// contiguous); `k_stride` is the byte distance between core matrices adjacent along K, `mn_stride` along M/N.
 __device__ __forceinline__ uint64_t smem_descriptor_no_swizzle(uint32_t smem_addr, uint32_t k_stride,
                                                                uint32_t mn_stride) {
-  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((k_stride & 0x3FFFF) >> 4) << 16) |
-         (uint64_t((mn_stride & 0x3FFFF) >> 4) << 32);
+  return smem_descriptor(smem_addr, k_stride, mn_stride, 0);
 }
 
 // The descriptor of an operand in the 128-byte swizzled layout (layout type 1) that TMA writes with
@@ -29,8 +34,7 @@ __device__ __forceinline__ uint64_t smem_descriptor_no_swizzle(uint32_t smem_add
 // N, `sbo` = 1024, the step between 8-key groups along K (PTX ISA, "Matrix Descriptor Format"; CUTLASS's
 // make_gmma_desc names the same strides).
 __device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
-         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(1) << 62);
+  return smem_descriptor(smem_addr, lbo, sbo, 1);
 }
 
 // Orders this thread's earlier generic-proxy shared-memory writes before the async proxy (wgmma's reads
