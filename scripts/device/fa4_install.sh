@@ -15,4 +15,6 @@ fi
 cat "${parts[0]}" "${parts[1]}" > "${parts[0]%.part00}"
 rm -f "${parts[@]}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fa4-site ./*.whl
-PYTHONPATH=/tmp/fa4-site python3 -c "from flash_attn.cute import flash_attn_func; print('fa4: flash_attn.cute imports')"
+# (the .pth file that would put the CuTe DSL's packages on sys.path is not read from PYTHONPATH: h200_batch.sh
+# names that folder too)
+PYTHONPATH=/tmp/fa4-site:/tmp/fa4-site/nvidia_cutlass_dsl/dsl_packages python3 -c "from flash_attn.cute import flash_attn_func; print('fa4: flash_attn.cute imports')"

@@ -20,7 +20,7 @@ get() {
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$tmp" "$@"
 }
 get flash-attn-4==4.0.0b36 quack-kernels==0.6.5 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
-  nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
+  nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
 rm -rf .whl/fa4-a .whl/fa4-b && mkdir -p .whl/fa4-a .whl/fa4-b
 big=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
 split -n 2 -d "$big" "$tmp/part."

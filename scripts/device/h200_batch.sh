@@ -25,7 +25,9 @@ export OUT=/tmp/flashcheck-h200
 rm -rf "$OUT" && mkdir -p "$OUT"
 source scripts/device/env.sh
 # flash-attn-4, when scripts/device/fa4_install.sh put it there in an earlier call (bench/sdpa_compare.py --fa4).
-[ -d /tmp/fa4-site ] && export PYTHONPATH="/tmp/fa4-site:$PYTHONPATH"
+# The CuTe DSL's `cutlass` module lives under nvidia_cutlass_dsl/dsl_packages, which its wheel adds to sys.path
+# with a .pth file; Python reads .pth files only in site directories, not on PYTHONPATH, so it is named here.
+[ -d /tmp/fa4-site ] && export PYTHONPATH="/tmp/fa4-site:/tmp/fa4-site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 bin=.dev/flashcheck/bin
 res=$OUT/results
 mkdir -p "$res"
