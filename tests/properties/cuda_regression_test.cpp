@@ -351,7 +351,12 @@ TEST(CudaRegression, RowSumIsTheTensorCoreChain_V2) {
 // on 4 columns): every p, alpha and merge weight is then an exact power of two on both sides, and what is
 // compared is everything else: which keys each step sees (tiles, masks, ragged lengths, splits), the
 // rounding of P~, the tensor-core chains of O and l (random V), both l conventions and the merge. O must
-// match bit for bit; the LSE to 2 ulps (logf on the GPU, log on the CPU).
+// match bit for bit. The LSE is fl(fl(m se) + logf(l)) on both sides, and logf is the one function that
+// differs (CUDA's and the C library's, each within 1 ulp): the two may differ by 2 ulps of log l, and the
+// final addition keeps that as an absolute difference, which is more than 2 ulps of the LSE where m se < 0
+// and log l > 0 partly cancel (on the H200, with O equal bit for bit, one or two rows of 8 of the 36
+// cases, and of 5 of the 36 with three splits, differed so). So the LSE must agree to 2 ulps of log l
+// (l <= n_k: every p~ is at most 1) plus 2 ulps of the result.
 void expect_v2_matches_emulation(Subject& v2, bool split) {
   auto emulation = make_subject("emulation");
   std::mt19937 rng(split ? 2027 : 2026);
@@ -398,14 +403,15 @@ void expect_v2_matches_emulation(Subject& v2, bool split) {
         size_t o_diff = 0, lse_diff = 0;
         for (size_t i = 0; i < got.o.size(); ++i)
           if (!(got.o[i] == emu.o[i] || (std::isnan(got.o[i]) && std::isnan(emu.o[i])))) ++o_diff;
+        auto ulp = [](float x) { return std::nextafter(std::fabs(x), INFINITY) - std::fabs(x); };
+        const float log_l_max = std::log(static_cast<float>(p.n_k));
         for (size_t i = 0; i < got.lse.size(); ++i) {
           const float g = static_cast<float>(got.lse[i]), e = static_cast<float>(emu.lse[i]);
           if (g == e || (std::isnan(g) && std::isnan(e))) continue;
-          const float ulp = std::nextafter(std::fabs(e), INFINITY) - std::fabs(e);
-          if (!(std::fabs(g - e) <= 2 * ulp)) ++lse_diff;
+          if (!(std::fabs(g - e) <= 2 * ulp(log_l_max) + 2 * ulp(e))) ++lse_diff;
         }
         EXPECT_EQ(o_diff, 0u) << what << ": O elements that differ from the emulation's";
-        EXPECT_EQ(lse_diff, 0u) << what << ": LSE rows more than 2 ulps from the emulation's";
+        EXPECT_EQ(lse_diff, 0u) << what << ": LSE rows beyond logf's difference from the emulation's";
         ++cases;
       }
     }
