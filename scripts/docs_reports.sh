@@ -10,8 +10,9 @@
 #       the same for kernel v2 (STEPS=v2_bench: v2 as ours, v1 as --ab) -> docs/reports/throughput-v2-h200.{md,png}
 #   bash scripts/docs_reports.sh pytorch DIR
 #       scripts/device/pytorch_sdpa_verdict.sh's output folder (on the H200) -> docs/reports/pytorch-sdpa-h200.md
-#   bash scripts/docs_reports.sh oracle-grid TABLE.md "MACHINE" "DATE"
-#       `oracle_scale --grid --markdown TABLE.md` (on the H200) -> docs/reports/oracle-grid-h200.md
+#   bash scripts/docs_reports.sh oracle-grid TABLE.md "MACHINE" "DATE" [v2]
+#       `oracle_scale --grid --markdown TABLE.md` (on the H200) -> docs/reports/oracle-grid-h200.md, or with v2
+#       (ORACLE_GRID_PLUGIN=...v2 plugin) -> docs/reports/oracle-grid-v2-h200.md
 #
 # Each writes into a temporary folder and moves the result into place only when complete.
 set -euo pipefail
@@ -49,7 +50,7 @@ EOF
   throughput-v2)
     [ $# -eq 5 ] || { echo "usage: $0 throughput-v2 RUN.json COMMAND MACHINE DATE" >&2; exit 2; }
     "$py" bench/render_sdpa_compare.py "$2" "$dest/throughput-v2-h200" --command "$3" --machine "$4" --date "$5" \
-      --title "Kernel v2 (ours) against PyTorch SDPA and kernel v1"
+      --mode throughput-v2 --title "Kernel v2 (ours) against cuDNN, PyTorch flash, FlashAttention 4 and kernel v1"
     ;;
   pytorch)
     [ $# -eq 2 ] && [ -f "$2/pytorch-sdpa-h200.md" ] || { echo "usage: $0 pytorch DIR (with pytorch-sdpa-h200.md)" >&2; exit 2; }
@@ -58,25 +59,34 @@ EOF
     echo "docs_reports: wrote $dest/pytorch-sdpa-h200.md"
     ;;
   oracle-grid)
-    [ $# -eq 4 ] && [ -f "$2" ] || { echo "usage: $0 oracle-grid TABLE.md MACHINE DATE" >&2; exit 2; }
+    { [ $# -eq 4 ] || { [ $# -eq 5 ] && [ "$5" = v2 ]; }; } && [ -f "$2" ] ||
+      { echo "usage: $0 oracle-grid TABLE.md MACHINE DATE [v2]" >&2; exit 2; }
+    if [ "${5:-}" = v2 ]; then
+      page=oracle-grid-v2-h200.md kernel="kernel v2" plugin=libflashcheck_cuda_v2_plugin.so
+      env_note="ORACLE_GRID_PLUGIN=.dev/flashcheck/lib/$plugin ORACLE_GRID_RECIPES=fp16,bf16 "
+      speed=throughput-v2-h200.md
+    else
+      page=oracle-grid-h200.md kernel="CUDA kernel" plugin=libflashcheck_cuda_plugin.so env_note=""
+      speed=throughput-h200.md
+    fi
     rows=$(grep -c '^| [a-z]' "$2" || true)
     {
-      echo "# Our kernel on the benchmark grid, judged by the GPU oracle"
+      echo "# Our $kernel on the benchmark grid, judged by the GPU oracle"
       echo
       echo "Every shape of the benchmark grid (bench/sdpa_compare.py's: d 64/128/256, N 512 ... 16k, B = 16k/N,"
-      echo "H = 2048/d, causal and not) for $((rows - 1)) shapes: our CUDA kernel's output judged element by element against the"
+      echo "H = 2048/d, causal and not) for $((rows - 1)) shapes: our $kernel's output judged element by element against the"
       echo "error budget of the plan it reported, by the GPU oracle (docs/gpu-oracle.md). Inputs N(0,1) rounded once to"
       echo "the recipe's format (fp8: stored = value x 8), seed 1. \`kernel ms\` is one cold-started forward, not a"
-      echo "benchmark (docs/reports/throughput-h200.md has those); \`oracle s\` is the reference + budget + verdict"
+      echo "benchmark (docs/reports/$speed has those); \`oracle s\` is the reference + budget + verdict"
       echo "device time. Made on $3 on $4 with"
-      echo "\`oracle_scale --plugin libflashcheck_cuda_plugin.so --grid --markdown TABLE.md\` (run by"
-      echo "\`STEPS=oracle_grid bash scripts/device/h200_batch.sh\`); \`bash scripts/docs_reports.sh oracle-grid TABLE.md"
-      echo "MACHINE DATE\` regenerates this page."
+      echo "\`oracle_scale --plugin $plugin --grid --markdown TABLE.md\` (run by"
+      echo "\`${env_note}STEPS=oracle_grid bash scripts/device/h200_batch.sh\`); \`bash scripts/docs_reports.sh oracle-grid TABLE.md"
+      echo "MACHINE DATE${5:+ $5}\` regenerates this page."
       echo
       cat "$2"
-    } >"$dest/.oracle-grid-h200.md.tmp"
-    mv "$dest/.oracle-grid-h200.md.tmp" "$dest/oracle-grid-h200.md"
-    echo "docs_reports: wrote $dest/oracle-grid-h200.md"
+    } >"$dest/.$page.tmp"
+    mv "$dest/.$page.tmp" "$dest/$page"
+    echo "docs_reports: wrote $dest/$page"
     ;;
   *)
     sed -n '2,14p' "$0" >&2
