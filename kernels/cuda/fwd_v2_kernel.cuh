@@ -9,10 +9,11 @@
 //              into a ring of buffers (4, 3, 2 stages at d = 64, 128, 256: tile_policy.h) that runs on
 //              across work tiles (the next tile's first keys load while the last ones are computed and
 //              stored), and draws the next work tile for the consumers; each buffer has a "full"
-//              mbarrier (the copy engine counts its bytes) and an "empty" one that the consumers' 8 warps
+//              mbarrier (the copy engine counts its bytes) and an "empty" one that the consumers' warps
 //              arrive on when they are done with it. It gives its registers away (setmaxnreg) and waits
 //              on the barriers.
-//   consumers  (warpgroups 1 and 2, 64 rows each): per key tile, load -> S = Q K^T (wgmma, Q and K from
+//   consumers  (warpgroups 1 and 2, 64 rows each; the traits also take a 192-row tile, three of them,
+//              with 160 registers each): per key tile, load -> S = Q K^T (wgmma, Q and K from
 //              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
 //              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
 //              epilogue. A warp's accumulators are mma.sync's m16n8 fragments, so the mask, the softmax
@@ -55,7 +56,7 @@ struct FwdV2Traits {
   using Wgmma = std::conditional_t<std::is_same_v<Elem, Fp16>, tile::WgmmaF16, tile::WgmmaBF16>;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr fc::tiles::TileShape kTile = fc::tiles::v2_tile(kHeadDim);
-  static_assert(kTile.m == 128, "two consumer warpgroups of 64 rows");
+  static_assert(kTile.m == 128 || kTile.m == 192, "two or three consumer warpgroups of 64 rows");
   static constexpr int kBlockM = kTile.m;
   static constexpr int kBlockN = kTile.n;
   static constexpr int kStages = kTile.stages;
@@ -81,11 +82,12 @@ struct FwdV2Traits {
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
   static constexpr int kSmemBytes = kOffWork + 16 + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
-  // Registers: 24 for the producer, 240 for each consumer thread (24*128 + 240*256 <= 64K).
+  // Registers: 24 for the producer, the rest of the 64K for the consumers in setmaxnreg's steps of 8:
+  // 240 each for two consumer warpgroups, 160 for three.
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = ((65536 - kProducerRegs * 128) / (128 * kConsumers)) / 8 * 8;
   static_assert(kHeadDim % 64 == 0 && kBlockN % 16 == 0);
-  // The NaN guard's view of a block (value_nan_guard.h): its threads are the two consumer warpgroups.
+  // The NaN guard's view of a block (value_nan_guard.h): its threads are the consumer warpgroups.
   struct Guard {
     using ET = FwdV2Traits::ET;
     static constexpr int kBlockM = FwdV2Traits::kBlockM, kBlockN = FwdV2Traits::kBlockN;
@@ -237,7 +239,7 @@ __device__ __forceinline__ void zero_v_nans(unsigned char* v_tile, int ctid) {
   tile::named_barrier_sync(1, Tr::Guard::kNThreads);
 }
 
-// Consumer warpgroup wg (0 or 1) of work tile `id`: rows m0 + 64 wg .. + 63; `ring` is the ring position
+// Consumer warpgroup wg (0 .. kConsumers - 1) of work tile `id`: rows m0 + 64 wg .. + 63; `ring` is the ring position
 // of its first key tile (advanced past its last). kGuard: the redo of a flagged block.
 template <typename Tr, bool kGuard>
 __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
