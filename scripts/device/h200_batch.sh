@@ -92,9 +92,11 @@ if want v2_sanitizers; then
 fi
 if want v2_bench; then
   # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;
-  # V2_AB=NAME=PATH adds another build of v2, e.g. an A/B variant carried as lib/ab/ with AB_PLUGIN).
+  # V2_AB="NAME=PATH ..." adds other builds of v2, e.g. A/B variants carried as lib/ab/NAME.so with AB_PLUGINS).
+  v2_ab=()
+  for spec in ${V2_AB:-}; do v2_ab+=(--ab "$spec"); done
   step v2_bench 400 python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
-    --ab v1="$FLASHCHECK_CUDA_PLUGIN" ${V2_AB:+--ab "$V2_AB"} ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
+    --ab v1="$FLASHCHECK_CUDA_PLUGIN" "${v2_ab[@]}" ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
     --json "$res/v2_compare.json"
 fi
 if want sanitizers; then

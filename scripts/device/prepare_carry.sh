@@ -10,13 +10,16 @@
 #   .dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so   the example plugin (same_case_test)
 #   .dev/flashcheck/python/flashcheck    the Python package
 # and packs the folder as .dev/flashcheck.tgz, which is what a run carries.
-# Usage: [AB_PLUGIN=path.so] [AB_BENCH=path/bench_fused_attention] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# Usage: [AB_PLUGIN=path.so] [AB_PLUGINS="NAME=path.so ..."] [AB_BENCH=path/bench_fused_attention] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
 # (one build with -DFLASHCHECK_CUDA=ON serves as both: the CLI, the tests and the plugins)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cpu_build=${1:-build-plugin}
 cuda_build=${2:-build-cuda}
 dest=.dev/flashcheck
+for spec in ${AB_PLUGINS:-}; do  # checked before the old carry is removed
+  [[ $spec == ?*=?* && -f ${spec#*=} ]] || { echo "prepare_carry: AB_PLUGINS wants NAME=PATH of a file, got '$spec'" >&2; exit 2; }
+done
 rm -rf "$dest" "$dest.tgz"
 mkdir -p "$dest/bin" "$dest/lib" "$dest/python"
 exe="$cpu_build/tools/flashcheck"
@@ -30,7 +33,8 @@ ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
   esac
 done
 # Our kernels as plugins (v1 and v2; naive for its regression test), the GPU test binaries and the C++ bench,
-# when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab).
+# when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab),
+# and AB_PLUGINS="NAME=PATH ..." any number of builds as lib/ab/NAME.so (e.g. variants of v2 for V2_AB).
 for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so \
          kernels/cuda/libflashcheck_cuda_v2_plugin.so \
          kernels/plugin/libflashcheck_example_cpu_plugin.so; do
@@ -43,6 +47,9 @@ for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
+for spec in ${AB_PLUGINS:-}; do
+  mkdir -p "$dest/lib/ab" && cp "${spec#*=}" "$dest/lib/ab/${spec%%=*}.so"
+done
 if [ -n "${AB_BENCH:-}" ]; then mkdir -p "$dest/bin/ab" && cp "$AB_BENCH" "$dest/bin/ab/"; fi
 cp -r python/flashcheck "$dest/python/"
 find "$dest" -name __pycache__ -prune -exec rm -rf {} +
