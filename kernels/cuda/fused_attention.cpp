@@ -14,6 +14,7 @@
 #include "fwd_params.h"
 #include "head_dim_dispatch.h"
 #include "tensor_map.h"
+#include "work_tile_count.h"
 
 namespace flashcheck::cuda {
 
@@ -305,19 +306,14 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   DeviceAlloc redo(stream), counter(stream);
   FC_CUDA_TRY(counter.alloc(sizeof(unsigned)));
   fp.tile_counter = static_cast<unsigned*>(counter.get());
-  fp.guard_values = fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0;
   if (fp.guard_values) {
-    const size_t blocks = static_cast<size_t>((p.n_q + lp.tile_m - 1) / lp.tile_m) * p.heads_q * lp.num_splits * p.batch;
-    FC_CUDA_TRY(redo.alloc(blocks));
+    FC_CUDA_TRY(redo.alloc(static_cast<size_t>(work_tile_count(fp, lp.tile_m))));
     fp.redo = static_cast<uint8_t*>(redo.get());
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);
-  switch (p.d) {
-    case 64: FC_CUDA_TRY(run_fused_v2_hdim<64>(recipe, fp, maps, stream)); break;
-    case 128: FC_CUDA_TRY(run_fused_v2_hdim<128>(recipe, fp, maps, stream)); break;
-    case 256: FC_CUDA_TRY(run_fused_v2_hdim<256>(recipe, fp, maps, stream)); break;
-    default: return fail(FC_ERR_UNSUPPORTED, "cuda-v2: head dim %d", p.d);
-  }
+  FC_CUDA_TRY(dispatch_head_dim<fc::tiles::kV2HeadDims>(p.d, [&](auto d) {
+    return run_fused_v2_hdim<decltype(d)::value>(recipe, fp, maps, stream);
+  }));
   return Status{};
 }
 
@@ -386,18 +382,19 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
     fp.ws_m = static_cast<float*>(ws_ml.get());
     fp.ws_l = fp.ws_m + rows;
   }
+  // The V NaN guard (value_nan_guard.h), in both tensor-core kernels: when some key tile can be a
+  // boundary tile.
+  fp.guard_values = fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0;
   if (subject == Subject::kFusedV2) return run_v2(p, lp, fp, stream);
   const int tile_index = lp.tile_index;
-  // Redo flags (fwd_params.h): the tensor-core kernels' V NaN guard, when some key tile can be a boundary
-  // tile; and the 16-bit tiles with two m-tiles per warp, whose l accumulator the two share.
+  // Redo flags (fwd_params.h): the guard's, and the 16-bit tiles with two m-tiles per warp, whose l
+  // accumulator the two share.
   DeviceAlloc redo(stream);
   const TileShape shape = tile_options(p.d, tile_index);
-  fp.guard_values = fp.has_window || fp.key_lengths || fp.dense_mask || p.n_k % lp.tile_n != 0;
   const bool shared_l = (p.recipe == FC_RECIPE_FP16 || p.recipe == FC_RECIPE_BF16) && !fp.l_from_fp32_p &&
                         shape.m == 32 * shape.warps;
   if (p.recipe != FC_RECIPE_FP32 && (fp.guard_values || shared_l)) {
-    const size_t blocks = static_cast<size_t>((p.n_q + lp.tile_m - 1) / lp.tile_m) * p.heads_q * lp.num_splits * p.batch;
-    FC_CUDA_TRY(redo.alloc(blocks * shape.warps));
+    FC_CUDA_TRY(redo.alloc(static_cast<size_t>(work_tile_count(fp, lp.tile_m)) * shape.warps));
     fp.redo = static_cast<uint8_t*>(redo.get());
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);

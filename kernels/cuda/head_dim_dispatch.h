@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <iterator>
 #include <type_traits>
 
 #include "kernels/tile_policy.h"
@@ -13,16 +15,16 @@ namespace flashcheck::cuda {
 
 using fc::tiles::TileShape;
 
-// f(std::integral_constant<int, d>{}) for the compiled head dim equal to d; cudaErrorInvalidValue for
-// any other d.
-template <int kIndex = 0, class F>
+// f(std::integral_constant<int, d>{}) for the head dim of kDims (v1's fc::tiles::kHeadDims by default,
+// v2's fc::tiles::kV2HeadDims) equal to d; cudaErrorInvalidValue for any other d.
+template <const auto& kDims = fc::tiles::kHeadDims, size_t kIndex = 0, class F>
 cudaError_t dispatch_head_dim(int d, F&& f) {
-  if constexpr (kIndex == fc::tiles::kNumHeadDims) {
+  if constexpr (kIndex == std::size(kDims)) {
     return cudaErrorInvalidValue;
   } else {
-    constexpr int kD = fc::tiles::kHeadDims[kIndex];
+    constexpr int kD = kDims[kIndex];
     if (d == kD) return f(std::integral_constant<int, kD>{});
-    return dispatch_head_dim<kIndex + 1>(d, f);
+    return dispatch_head_dim<kDims, kIndex + 1>(d, f);
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "fwd_params.h"
 #include "mask.h"
+#include "work_tile_count.h"
 
 namespace flashcheck::cuda {
 
@@ -22,14 +23,11 @@ struct WorkTiles {
   bool dynamic;
   int row_blocks, heads_splits;
 
-  __host__ __device__ static long long count(const FwdParams& p, int block_m) {
-    return static_cast<long long>((p.n_q + block_m - 1) / block_m) * p.heads_q * p.num_splits * p.batch;
-  }
   __device__ static WorkTiles make(const FwdParams& p, int block_m, bool one_per_block) {
     WorkTiles w{};
     w.row_blocks = (p.n_q + block_m - 1) / block_m;
     w.heads_splits = p.heads_q * p.num_splits;
-    w.total = count(p, block_m);
+    w.total = work_tile_count(p, block_m);
     w.dynamic = !one_per_block;
     w.first = one_per_block ? (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x
                             : static_cast<long long>(blockIdx.x);
