@@ -7,8 +7,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 
 #include "kernels/plugin/plugin_subject.h"
@@ -34,6 +36,9 @@ DeliberateBug unwrap_bug(const std::optional<T>& bug, std::string_view name) {
 inline DeliberateBug unwrap_bug(DeliberateBug bug, std::string_view) { return bug; }
 #endif
 
+// The CUDA subjects' names, in every build (a build without CUDA refuses them by name).
+constexpr const char* kCudaSubjectNames[] = {"cuda", "cuda-v2", "cuda-naive"};
+
 #ifdef FLASHCHECK_HAVE_CUDA
 // Where our CUDA plugin lives: $FLASHCHECK_<ENV>, the build tree, next to the running executable
 // (<prefix>/bin/../lib), or the install prefix's library directory.
@@ -55,7 +60,8 @@ std::string find_cuda_plugin(const char* env, const char* build_path, const char
                      "next to the executable and in " + FLASHCHECK_INSTALL_LIBDIR + ")");
 }
 
-// Our CUDA subjects: name, the environment variable that may name the plugin, where the build put it.
+// Our CUDA subjects, in kCudaSubjectNames' order: the environment variable that may name the plugin, and
+// where the build put it.
 struct CudaPlugin {
   const char* name;
   const char* env;
@@ -67,15 +73,19 @@ constexpr CudaPlugin kCudaPlugins[] = {
     {"cuda-v2", "FLASHCHECK_CUDA_V2_PLUGIN", FLASHCHECK_CUDA_V2_PLUGIN_PATH, FLASHCHECK_CUDA_V2_PLUGIN_FILE},
     {"cuda-naive", "FLASHCHECK_CUDA_NAIVE_PLUGIN", FLASHCHECK_CUDA_NAIVE_PLUGIN_PATH, FLASHCHECK_CUDA_NAIVE_PLUGIN_FILE},
 };
+constexpr bool plugins_follow_names() {
+  if (std::size(kCudaPlugins) != std::size(kCudaSubjectNames)) return false;
+  for (size_t i = 0; i < std::size(kCudaPlugins); ++i)
+    if (std::string_view(kCudaPlugins[i].name) != kCudaSubjectNames[i]) return false;
+  return true;
+}
+static_assert(plugins_follow_names(), "one plugin entry per CUDA subject name, in the same order");
 
 std::unique_ptr<Subject> open_cuda(const CudaPlugin& plugin) {
   if (!gpu_available()) throw SubjectError(std::string(plugin.name) + ": no usable CUDA device in this process");
   return PluginSubject::open(find_cuda_plugin(plugin.env, plugin.build_path, plugin.file_name));
 }
 #endif
-
-// The CUDA subjects' names, in every build (a build without CUDA refuses them by name).
-constexpr const char* kCudaSubjectNames[] = {"cuda", "cuda-v2", "cuda-naive"};
 
 }  // namespace
 
