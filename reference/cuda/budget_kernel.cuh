@@ -8,9 +8,15 @@
 //   3. in segments of whole tiles (at least a chunk): the segment's scores, then each key's tile maximum,
 //      running maximum and the raises after its tile (one lane walks them), then per key the weight
 //      interval (a lane per key) and per column the centred sums (a lane per column).
+// With the score cache (BudgetIn::scores) sweep 1 stores each key's score, R and operand error and the
+// other sweeps read them back: a score costs one shared-memory load of K per multiply-add, and every row
+// reads every key, so recomputing them twice was most of the shared-memory traffic; the cache's values are
+// the very doubles sweep 1 computed, so the budget is the same bit for bit.
 // Sums run in another order than on the CPU (lanes, then a warp reduction), which moves a bound by a few
 // units of double rounding: tests/gpu/oracle_agreement_test.cpp holds the two budgets to 1e-9.
 #pragma once
+
+#include <type_traits>
 
 #include "reference/budget_terms.h"
 #include "reference/cuda/oracle_common.cuh"
@@ -110,8 +116,14 @@ __host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool s
   return staged_k_bytes(d) * (staged_k2 ? 2 : 1) + staged_v_bytes(dv) + size_t(rows) * budget_warp_bytes(d);
 }
 
-template <bool kStagedK2>
-__global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut out) {
+// kOpRound and kLFp32 are bp.op_round and bp.l_fp32 as constants: the third sweep's per-column loop
+// runs once per (row, key, column), and with them known it loses their terms, branches and registers
+// (the tf32 operand term and the FA-2 convention's sums are rare; the common recipes take neither).
+template <bool kStagedK2, bool kOpRound, bool kLFp32>
+__global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out) {
+  BudgetParams bp = bp_arg;
+  bp.op_round = kOpRound;
+  bp.l_fp32 = kLFp32;
   extern __shared__ double smem_d[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const BlockRows br = block_rows(s);
@@ -181,6 +193,12 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
   }
   __syncwarp();
   auto sees = [&](int64_t j) { return !idle && j >= lo && j < hi && visible(s, i, j, br.len); };
+  // This row's slices of the score cache (block-uniform: every warp of the block stages or none does).
+  const bool cached = in.scores != nullptr;
+  const int64_t plane = s.pass_rows * s.n_k;
+  double* cache_z = cached ? in.scores + lr * s.n_k : nullptr;
+  double* cache_R = cached ? cache_z + plane : nullptr;
+  double* cache_op = cached ? cache_z + 2 * plane : nullptr;
 
   // Sweep 1: z_max, R_max, eps_max, V_max, n.
   double zmax = -inf, rmax = 0, eps_max = 0, vmax = 0;
@@ -194,6 +212,11 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
     const int64_t j = j0 + lane;
     if (lane < nc && sees(j)) {
       const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+      if (cached) {
+        cache_z[j] = k.z;
+        cache_R[j] = k.R;
+        cache_op[j] = k.op_err;
+      }
       zmax = fmax(zmax, k.z);
       rmax = fmax(rmax, k.R);
       eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
@@ -217,13 +240,15 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
     double tmax = -inf, run_prev = -inf;
     for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
-      __syncthreads();
-      stage_k(s, br, j0, nc, kT, stored);
-      __syncthreads();
+      if (!cached) {
+        __syncthreads();
+        stage_k(s, br, j0, nc, kT, stored);
+        __syncthreads();
+      }
       const bool vis = lane < nc && sees(j0 + lane);
       const unsigned visible_lanes = __ballot_sync(0xffffffffu, vis);
       if (!visible_lanes) continue;
-      const double z = vis ? key_z(s, bp, qs, kT, lane) : 0.0;
+      const double z = !vis ? 0.0 : cached ? cache_z[j0 + lane] : key_z(s, bp, qs, kT, lane);
       if (aligned) {
         // The chunk lies in one tile: its maximum, counts and blocks by warp votes; every lane keeps the
         // walk's state.
@@ -338,13 +363,17 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
       unsigned seg_visible[kMaxSegment / kChunk] = {};
       for (int c0 = 0; c0 < ns; c0 += kChunk) {
         const int nc = min(kChunk, ns - c0);
-        __syncthreads();
-        stage_keys(s0 + c0, nc);
-        __syncthreads();
-        const bool vis = lane < nc && sees(s0 + c0 + lane);
+        if (!cached) {
+          __syncthreads();
+          stage_keys(s0 + c0, nc);
+          __syncthreads();
+        }
+        const int64_t j = s0 + c0 + lane;
+        const bool vis = lane < nc && sees(j);
         seg_visible[c0 / kChunk] = __ballot_sync(0xffffffffu, vis);
         if (vis) {
-          const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+          const KeyScore k = cached ? KeyScore{cache_z[j], cache_R[j], cache_op[j]}
+                                    : key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
           wk.z[c0 + lane] = k.z;
           wk.R[c0 + lane] = k.R;
           wk.op_err[c0 + lane] = k.op_err;
@@ -438,48 +467,65 @@ __global__ void budget_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut o
         const bool x_vis = visible_lanes >> lane & 1u;
         const bool uniform = aligned && !__any_sync(0xffffffffu, x_vis && in.key_vmin[kv0 + s0 + x] == 0);
         __syncwarp();
-        for (int t = 0; t < nc; ++t) {  // §3.9 counts, the centred sums
-          if (!(visible_lanes >> t & 1u)) continue;
-          const double E = wk.E[t], whi = wk.whi[t], ec = wk.err_c[t], ecd = wk.err_c_det[t], ep = wk.ep[t],
-                       zeta = wk.zeta[t];
-          const int tile = wk.tile[c0 + t], blk = wk.blk[c0 + t];
-          const bool p_sub = wk.p_sub[t];
-          const bool excess_check = bp.tc && (p_sub || wk.small_v[t]);  // some column may add to the excess
-          for (int cc = 0; cc < kBudgetCols; ++cc) {
-            const int c = g0 + lane + 32 * cc;
-            if (c >= s.dv) break;
-            const double vs = vS[t * s.dv + c];  // stored units
-            const double v = vs * s.vd;
-            if (excess_check && v != 0 && (p_sub || fabs(vs) < bp.mn_op))
-              excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs, bp.mn_op) * s.vd);
-            if (!uniform && v != 0) {
-              ++nz_keys[cc];
-              const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
-              if (new_tile) {
-                nz_tile_blocks[cc] = 0;
-                last_tile[cc] = tile;
-              }
-              if (new_tile || blk != last_blk[cc]) {
-                ++nz_blocks[cc];
-                nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
-                last_blk[cc] = blk;
+        // §3.9 counts and the centred sums: this loop runs once per (row, key, column), so it comes in two
+        // copies, with the per-key counts (a chunk with a zero in V) and without them (the common case,
+        // whose counts advance once per chunk below), and the excess (rare: subnormal P or small V) is a
+        // warp-uniform branch per key of its own.
+        auto key_sums = [&](auto with_counts) {
+          constexpr bool kCounts = decltype(with_counts)::value;
+          for (int t = 0; t < nc; ++t) {
+            if (!(visible_lanes >> t & 1u)) continue;
+            const double E = wk.E[t], whi = wk.whi[t], ec = wk.err_c[t], ecd = wk.err_c_det[t], ep = wk.ep[t],
+                         zeta = wk.zeta[t];
+            const bool p_sub = wk.p_sub[t];
+            if (bp.tc && (p_sub || wk.small_v[t])) {  // some column may add to the excess
+              for (int cc = 0; cc < kBudgetCols; ++cc) {
+                const int c = g0 + lane + 32 * cc;
+                if (c >= s.dv) break;
+                const double vs = vS[t * s.dv + c];  // stored units
+                if (vs * s.vd != 0 && (p_sub || fabs(vs) < bp.mn_op))
+                  excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs, bp.mn_op) * s.vd);
               }
             }
-            const double dv_ = fabs(v - O[cc]) + oe[cc];
-            num[cc] += ec * dv_;
-            num_det[cc] += ecd * dv_;
-            A[cc] += E * fabs(v);
-            W[cc] += whi * fabs(v);
-            if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
-            if (!bp.l_fp32) {
-              p2[cc] += (ep * dv_) * (ep * dv_);
-            } else {
-              tp[cc] += (bp.uP * ep + zeta) * fabs(v);
-              tp_det[cc] += zeta * fabs(v);
-              p2[cc] += (ep * v) * (ep * v);
+            for (int cc = 0; cc < kBudgetCols; ++cc) {
+              const int c = g0 + lane + 32 * cc;
+              if (c >= s.dv) break;
+              const double vs = vS[t * s.dv + c];  // stored units
+              const double v = vs * s.vd;
+              if constexpr (kCounts) {
+                if (v != 0) {
+                  const int tile = wk.tile[c0 + t], blk = wk.blk[c0 + t];
+                  ++nz_keys[cc];
+                  const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
+                  if (new_tile) {
+                    nz_tile_blocks[cc] = 0;
+                    last_tile[cc] = tile;
+                  }
+                  if (new_tile || blk != last_blk[cc]) {
+                    ++nz_blocks[cc];
+                    nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
+                    last_blk[cc] = blk;
+                  }
+                }
+              }
+              const double dv_ = fabs(v - O[cc]) + oe[cc];
+              num[cc] += ec * dv_;
+              num_det[cc] += ecd * dv_;
+              A[cc] += E * fabs(v);
+              W[cc] += whi * fabs(v);
+              if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
+              if (!bp.l_fp32) {
+                p2[cc] += (ep * dv_) * (ep * dv_);
+              } else {
+                tp[cc] += (bp.uP * ep + zeta) * fabs(v);
+                tp_det[cc] += zeta * fabs(v);
+                p2[cc] += (ep * v) * (ep * v);
+              }
             }
           }
-        }
+        };
+        if (uniform) key_sums(std::false_type{});
+        else key_sums(std::true_type{});
         if (uniform && visible_lanes) {
           // The chunk's m visible keys, all in tile `tile`: the first starts a block in a column unless it
           // continues that column's last block; each later one starts a block when its block differs from

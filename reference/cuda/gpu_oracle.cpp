@@ -141,12 +141,41 @@ size_t pass_bytes() {
 
 size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 4 * sizeof(double); }
 
+// The budget's score cache (BudgetIn::scores): three doubles per row and key of a pass. It is optional,
+// and capped apart from the workspace above (FLASHCHECK_ORACLE_CACHE_BYTES, 0 = none; default 32 GiB and
+// at most a quarter of the free device memory, so that judgements on several threads still fit): passes
+// shrink to fit it, but not below kMinCachedPassRows rows (128 blocks of 8 rows, about one wave of the
+// budget kernel on an H200), where the budget recomputes the scores instead.
+inline constexpr int64_t kMinCachedPassRows = 1024;
+size_t score_cache_per_row(const Problem& p) { return size_t(p.n_k) * 3 * sizeof(double); }
+size_t score_cache_cap(size_t free_bytes) {
+  if (const char* e = std::getenv("FLASHCHECK_ORACLE_CACHE_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(e, &end, 10);
+    if (end != e && *end == '\0') return size_t(b);
+    throw std::invalid_argument(std::string("GPU oracle: FLASHCHECK_ORACLE_CACHE_BYTES = '") + e + "' is not a byte count");
+  }
+  return std::min(size_t(32) << 30, free_bytes / 4);
+}
+// The rows per pass the cache allows (0: no cache) under `cap` bytes.
+int64_t score_cache_rows(const Problem& p, size_t cap) {
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  const size_t per_row = score_cache_per_row(p);
+  if (rows == 0 || per_row == 0) return 0;
+  int64_t fit = int64_t(cap / per_row);
+  if (fit >= rows) return rows;
+  fit -= fit % kMaxRowsPerBlock;
+  return fit >= kMinCachedPassRows ? fit : 0;
+}
+
 struct Pass {
   int64_t row0, rows;
 };
-std::vector<Pass> plan_passes(const Problem& p) {
+// cache_rows > 0: passes of at most that many rows as well.
+std::vector<Pass> plan_passes(const Problem& p, int64_t cache_rows = 0) {
   const int64_t heads = int64_t(p.batch) * p.heads_q, n_q = p.n_q;
   int64_t per_pass = std::max<int64_t>(kMaxRowsPerBlock, int64_t(pass_bytes() / workspace_per_row(p)));
+  if (cache_rows > 0) per_pass = std::min(per_pass, std::max<int64_t>(kMaxRowsPerBlock, cache_rows));
   per_pass -= per_pass % kMaxRowsPerBlock;
   std::vector<Pass> passes;
   if (n_q == 0) return passes;
@@ -190,7 +219,7 @@ namespace {
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax, key_vmin, sums, best, cand, count;
+      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores;
   int vblocks = 0;
 };
 
@@ -228,11 +257,11 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
   const Shape& s = w.s;
   check(cudaEventRecord(ev.e[0]), "event");
   check(launch_reference(s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
-                                         w.lse_err.as<double>()}),
+                                         w.lse_err.as<double>()}, w.scores.as<double>()),
         "reference kernel");
   check(cudaEventRecord(ev.e[1]), "event");
   const BudgetIn in{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(), w.lse_err.as<double>(),
-                    w.key_vmax.as<double>(), w.key_vmin.as<double>()};
+                    w.key_vmax.as<double>(), w.key_vmin.as<double>(), w.scores.as<double>()};
   const BudgetOut out{w.o_bound.as<double>(), w.o_bound_prob.as<double>(), w.lse_bound.as<double>(),
                       w.lse_bound_prob.as<double>(), w.scale_a.as<double>()};
   bool first = true;
@@ -264,8 +293,14 @@ void verdict_pass(const Problem& p, const BudgetRequest& basis, const DeviceTens
   if (keep_worst == 0) return;
   std::vector<double> bests(size_t(vblocks) * 256);
   check(cudaMemcpy(bests.data(), w.best.ptr, bests.size() * sizeof(double), cudaMemcpyDeviceToHost), "verdict");
-  std::sort(bests.begin(), bests.end(), std::greater<double>());
-  const double threshold = std::max(0.0, bests[std::min(bests.size(), keep_worst) - 1]);
+  // A pass whose largest error/bound is below the k-th of a full list adds nothing to it (many passes of a
+  // large problem, each of which would otherwise collect its candidates).
+  const double pass_max = *std::max_element(bests.begin(), bests.end());
+  if (worst.size() >= keep_worst && pass_max < worst[keep_worst - 1].ratio) return;
+  // The keep_worst-th largest (a selection, not a sort: a pass has up to 262,144 of them).
+  const size_t kth = std::min(bests.size(), keep_worst) - 1;
+  std::nth_element(bests.begin(), bests.begin() + ptrdiff_t(kth), bests.end(), std::greater<double>());
+  const double threshold = std::max(0.0, bests[kth]);
   // Every element of the pass at or above `thr` (at most kWorstCap of them, in no particular order).
   auto collect = [&](double thr, std::vector<Candidate>& into) {
     check(cudaMemset(w.count.ptr, 0, sizeof(unsigned long long)), "memset");
@@ -305,7 +340,8 @@ void download(const DeviceBuffer& d, size_t n, std::vector<double>& into, size_t
 
 // Scope, device and size checks shared by every entry point; refuses before anything is allocated. With
 // host data the tensors are uploaded too, so they must fit beside the workspace.
-DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors_from_host = false) {
+DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors_from_host = false,
+                      size_t* free_after = nullptr) {
   p.validate();
   // Scope: the staged chunks and per-row buffers are sized for these (docs/gpu-oracle.md); wider problems
   // go to the CPU oracle.
@@ -329,16 +365,34 @@ DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors
     throw std::runtime_error("GPU oracle: the problem needs " + std::to_string(need.workspace >> 20) +
                              " MiB of device workspace beside its tensors; " + std::to_string(free_b >> 20) +
                              " MiB are free");
+  if (free_after) *free_after = free_b - std::min(free_b, need.total());
   return need;
 }
 
 Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, size_t keep_worst, Arrays* arrays) {
-  const DeviceFootprint need = admit(p, basis);
+  size_t free_after = 0;
+  const DeviceFootprint need = admit(p, basis, false, &free_after);
   Verdict result;
   result.timing.peak_device_bytes = need.workspace;
-  const std::vector<Pass> passes = plan_passes(p);
+  int64_t cache_rows = score_cache_rows(p, score_cache_cap(free_after));
+  std::vector<Pass> passes = plan_passes(p, cache_rows);
   Workspace w;
   allocate(p, basis, t, max_pass_rows(passes), w);
+  if (cache_rows > 0) {
+    // Optional: where it cannot be had (another judgement took the memory meanwhile), the budget
+    // recomputes the scores in passes of the plain size.
+    const size_t bytes = size_t(max_pass_rows(passes)) * score_cache_per_row(p);
+    if (cudaMalloc(&w.scores.ptr, bytes) == cudaSuccess) {
+      w.scores.bytes = bytes;
+      result.timing.peak_device_bytes += bytes;
+    } else {
+      (void)cudaGetLastError();
+      w.scores.ptr = nullptr;
+      passes = plan_passes(p);
+      w = Workspace{};
+      allocate(p, basis, t, max_pass_rows(passes), w);
+    }
+  }
   Events ev;
   check(cudaEventRecord(ev.e[0]), "event");
   check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
@@ -447,7 +501,8 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
   for (const Pass& pass : passes) {
     w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
     check(launch_reference(w.s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(),
-                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>()}),
+                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>()},
+                           nullptr),
           "reference kernel");
     const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
     download(w.o_ref, no, ref.out.o, o_at);

@@ -55,7 +55,7 @@ int budget_rows_per_block(int d, int dv) {
   return fitting_rows([&](int rows) { return budget_smem(d, dv, rows, staged); });
 }
 
-cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out) {
+cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out, double* scores) {
   Shape s = pass;
   const int rows = reference_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
@@ -63,7 +63,7 @@ cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const Re
   const size_t smem = reference_smem(s.d, s.dv, rows);
   const cudaError_t e = allow_max_smem(reference_kernel);
   if (e != cudaSuccess) return e;
-  reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out);
+  reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out, scores);
   return cudaGetLastError();
 }
 
@@ -77,9 +77,16 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
   const int rows = budget_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
   const unsigned blocks = place_pass(s, rows);
-  const bool staged = budget_stages_k2(s.d, s.dv);
+  // With the score cache K's operand serves the first sweep only, computed there (and K staged alone).
+  const bool staged = in.scores == nullptr && budget_stages_k2(s.d, s.dv);
   const size_t smem = budget_smem(s.d, s.dv, rows, staged);
-  auto kernel = staged ? budget_kernel<true> : budget_kernel<false>;
+  using Kernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut);
+  static constexpr Kernel kernels[2][2][2] = {
+      {{budget_kernel<false, false, false>, budget_kernel<false, false, true>},
+       {budget_kernel<false, true, false>, budget_kernel<false, true, true>}},
+      {{budget_kernel<true, false, false>, budget_kernel<true, false, true>},
+       {budget_kernel<true, true, false>, budget_kernel<true, true, true>}}};
+  const Kernel kernel = kernels[staged][bp.op_round][bp.l_fp32];
   const cudaError_t e = allow_max_smem(kernel);
   if (e != cudaSuccess) return e;
   kernel<<<blocks, 32 * rows, smem>>>(s, bp, in, out);

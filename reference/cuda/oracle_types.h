@@ -67,6 +67,10 @@ struct BudgetIn {
   const double *o_ref, *o_err, *lse_ref, *lse_err;
   // [B * Hkv * Nk]: max and min over columns of |V| in stored units (launch_key_v_range)
   const double *key_vmax, *key_vmin;
+  // The score cache, or nullptr: three planes of [pass_rows * n_k] doubles (score, R, operand error of
+  // row r and key j at r * n_k + j), written by the budget's first sweep for the keys a row sees and read
+  // by the other two instead of recomputing them from K.
+  double* scores;
 };
 struct BudgetOut {
   double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
@@ -97,7 +101,8 @@ int reference_rows_per_block(int d, int dv);
 int budget_rows_per_block(int d, int dv);
 // Launches (oracle_kernels.cu) over the pass that s describes (s.rows_per_block must be the kernel's);
 // each returns the launch's error.
-cudaError_t launch_reference(const Shape& s, const double* key_vmax, const ReferenceOut& out);
+// scores: the score cache (BudgetIn::scores; its first two planes), or nullptr.
+cudaError_t launch_reference(const Shape& s, const double* key_vmax, const ReferenceOut& out, double* scores);
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
 cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out);
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);

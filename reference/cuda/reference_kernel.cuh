@@ -7,7 +7,10 @@
 //
 // A block owns rows_per_block rows (a warp each) and stages each chunk of 32 keys in shared memory (K
 // transposed, V row-major, as doubles). Two sweeps: the maximum score, then the weights (a lane per key) feeding
-// l and the accumulators (a lane per column).
+// l and the accumulators (a lane per column). With a score cache (two planes of [pass_rows * n_k] doubles,
+// the budget's cache lent to it) sweep 1 stores each visible key's dot product and absolute dot product,
+// and sweep 2 reads them instead of staging K again: the same doubles, so the same results bit for bit,
+// for half of the shared-memory loads of K.
 #pragma once
 
 #include "reference/cuda/oracle_common.cuh"
@@ -28,7 +31,7 @@ __host__ __device__ constexpr size_t reference_smem(int d, int dv, int rows) {
 
 // Two blocks per SM (at most 128 registers): the staging's latency hides behind the other block.
 __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
-    reference_kernel(Shape s, const double* key_vmax, ReferenceOut out) {
+    reference_kernel(Shape s, const double* key_vmax, ReferenceOut out, double* scores) {
   extern __shared__ double smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const BlockRows br = block_rows(s);
@@ -67,6 +70,10 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     return acc;
   };
 
+  const bool cached = scores != nullptr;  // block-uniform
+  double* cache_dot = cached ? scores + lr * s.n_k : nullptr;
+  double* cache_abs = cached ? cache_dot + s.pass_rows * s.n_k : nullptr;
+
   // Sweep 1: the maximum score, NaN, the number of visible keys.
   double m = -inf;
   bool nan_score = false;
@@ -78,7 +85,16 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     __syncthreads();
     const int64_t j = j0 + lane;
     if (active && lane < nc && j >= lo && j < hi && visible(s, i, j, br.len)) {
-      const double sc = s.scale * dot(lane);
+      double sc;
+      if (cached) {  // dot_abs's first sum is dot's, in the same order
+        double ad;
+        const double dt = dot_abs(lane, ad);
+        cache_dot[j] = dt;
+        cache_abs[j] = ad;
+        sc = s.scale * dt;
+      } else {
+        sc = s.scale * dot(lane);
+      }
       ++n;
       if (sc != sc) nan_score = true;
       else m = fmax(m, sc);
@@ -110,7 +126,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
     __syncthreads();
-    stage_k(s, br, j0, nc, kT, k_value);
+    if (!cached) stage_k(s, br, j0, nc, kT, k_value);
     stage_v(s, br, j0, nc, vS, v_value);
     __syncthreads();
     if (done) continue;
@@ -119,7 +135,8 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     double w = 0;
     if (vis) {
       double ad;
-      const double x = s.scale * dot_abs(lane, ad) - m;
+      const double dt = cached ? (ad = cache_abs[j], cache_dot[j]) : dot_abs(lane, ad);
+      const double x = s.scale * dt - m;
       eta_max = fmax(eta_max, g_d * ad + u * fabs(x) + 2.01 * u);
       w = exp(x);
       l += w;
