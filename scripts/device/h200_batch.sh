@@ -93,10 +93,12 @@ fi
 if want v2_bench; then
   # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;
   # V2_AB="NAME=PATH ..." adds other builds of v2, e.g. A/B variants carried as lib/ab/NAME.so with AB_PLUGINS).
+  # v1 is timed beside them when its plugin was carried (an A/B carry may leave it out to make room).
   v2_ab=()
+  [ -n "$FLASHCHECK_CUDA_PLUGIN" ] && v2_ab+=(--ab v1="$FLASHCHECK_CUDA_PLUGIN")
   for spec in ${V2_AB:-}; do v2_ab+=(--ab "$spec"); done
   step v2_bench 400 python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
-    --ab v1="$FLASHCHECK_CUDA_PLUGIN" "${v2_ab[@]}" ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
+    "${v2_ab[@]}" ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
     --json "$res/v2_compare.json"
 fi
 if want sanitizers; then
