@@ -141,13 +141,13 @@ size_t pass_bytes() {
 
 size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 4 * sizeof(double); }
 
-// The budget's score cache (BudgetIn::scores): three doubles per row and key of a pass. It is optional,
+// The score cache (oracle_types.h): kScoreCachePlanes doubles per row and key of a pass. It is optional,
 // and capped apart from the workspace above (FLASHCHECK_ORACLE_CACHE_BYTES, 0 = none; default 32 GiB and
 // at most a quarter of the free device memory, so that judgements on several threads still fit): passes
 // shrink to fit it, but not below kMinCachedPassRows rows (128 blocks of 8 rows, about one wave of the
 // budget kernel on an H200), where the budget recomputes the scores instead.
 inline constexpr int64_t kMinCachedPassRows = 1024;
-size_t score_cache_per_row(const Problem& p) { return size_t(p.n_k) * 3 * sizeof(double); }
+size_t score_cache_per_row(const Problem& p) { return size_t(p.n_k) * kScoreCachePlanes * sizeof(double); }
 size_t score_cache_cap(size_t free_bytes) {
   if (const char* e = std::getenv("FLASHCHECK_ORACLE_CACHE_BYTES")) {
     char* end = nullptr;
@@ -365,7 +365,9 @@ DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors
     throw std::runtime_error("GPU oracle: the problem needs " + std::to_string(need.workspace >> 20) +
                              " MiB of device workspace beside its tensors; " + std::to_string(free_b >> 20) +
                              " MiB are free");
-  if (free_after) *free_after = free_b - std::min(free_b, need.total());
+  // What is left once the workspace (and, from the host, the tensors) is allocated; tensors already on
+  // the device are outside free_b.
+  if (free_after) *free_after = free_b - std::min(free_b, tensors_from_host ? need.total() : need.workspace);
   return need;
 }
 

@@ -39,6 +39,12 @@ struct Shape {
   FC_HOST_DEVICE int64_t blocks_per_head() const { return (n_q + rows_per_block - 1) / rows_per_block; }
 };
 
+// The score cache (BudgetIn::scores): kScoreCachePlanes planes of [pass_rows * n_k] doubles, the value of
+// the pass's row lr and key j at lr * n_k + j of its plane. The budget fills all three (score, R, operand
+// error), the reference, before it, the first two (dot product, absolute dot product). (The kernels index
+// it inline: a shared helper changed their register allocation and added spills.)
+inline constexpr int kScoreCachePlanes = 3;
+
 // The oracle's scope: head dims up to kMaxHeadDim, softmax steps (budget tile widths) up to kMaxStep.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxStep = 128;
@@ -67,9 +73,8 @@ struct BudgetIn {
   const double *o_ref, *o_err, *lse_ref, *lse_err;
   // [B * Hkv * Nk]: max and min over columns of |V| in stored units (launch_key_v_range)
   const double *key_vmax, *key_vmin;
-  // The score cache, or nullptr: three planes of [pass_rows * n_k] doubles (score, R, operand error of
-  // row r and key j at r * n_k + j), written by the budget's first sweep for the keys a row sees and read
-  // by the other two instead of recomputing them from K.
+  // The score cache (kScoreCachePlanes above), or nullptr: written by the budget's first sweep for the keys a row
+  // sees and read by the other two instead of recomputing them from K.
   double* scores;
 };
 struct BudgetOut {
