@@ -138,10 +138,14 @@ __host__ __device__ inline void split_block_range(int key_lo, int key_hi, int bl
 
 // The element mask on one m16n8 accumulator fragment: s[j][2r + e] is row row_g + 8r (row_g: the lane's
 // row g) and key n0 + 8j + 2t + e. Masked scores become -inf. Shifted to tile-local columns once per row,
-// so that the per-element test is two int compares on constants.
+// so that the per-element test is two int compares on constants and a select. A dense mask is a branch
+// of its own, taken once per tile: tested inside the element loop it made every element a divergent
+// branch (BSSY/BSYNC around two branches and the load: about seven instructions per element where the
+// band needs three), which every causal and window tile paid.
 template <int kNTiles>
 __device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowMask& rm, const FwdParams& p, int row_g,
                                               int n0, int t) {
+  const bool dense = p.dense_mask != nullptr;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row_g + 8 * r;
@@ -149,15 +153,24 @@ __device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowM
     rm.row_bounds(row, lo, hi);
     lo -= n0 + 2 * t;
     hi -= n0 + 2 * t;
+    if (!dense) {
 #pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
+      for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int cl = 8 * j + e;
-        bool ok = cl >= lo && cl < hi;
-        if (p.dense_mask) ok = ok && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
-        if (!ok) s[j][2 * r + e] = -INFINITY;
-      }
+        for (int e = 0; e < 2; ++e) {
+          const int cl = 8 * j + e;
+          s[j][2 * r + e] = cl >= lo && cl < hi ? s[j][2 * r + e] : -INFINITY;
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int cl = 8 * j + e;
+          const bool ok = cl >= lo && cl < hi && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+          if (!ok) s[j][2 * r + e] = -INFINITY;
+        }
+    }
   }
 }
 
