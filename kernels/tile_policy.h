@@ -142,7 +142,8 @@ constexpr TileList all_tiles() {
 }
 
 // Kernel v2 (kernels/cuda/fwd_v2_kernel.cuh: TMA, wgmma, warp specialisation), fp16 and bf16 at these head
-// dims: 128 query rows per block (two consumer warpgroups of 64 rows, and a producer warpgroup: 12 warps),
+// dims: 128 query rows per block (two consumer warpgroups of 64 rows, and a producer warpgroup: 12 warps;
+// at d = 64 also a 192-row tile, v2_tall_tile below),
 // Bc keys per tile in a ring of K and V buffers, one online-softmax step per tile. Bc = 128 where S (64
 // registers) fits beside O; at d = 256 O takes 128 registers and Bc = 64. The ring is as deep as shared
 // memory allows (Q + stages x (K + V) = 144 / 224 / 192 KiB of the 227), so that the producer runs ahead
@@ -156,5 +157,21 @@ constexpr TileShape v2_tile(int d) {
                     : TileShape{0, 0, 0};
 }
 constexpr bool is_v2_head_dim(int d) { return v2_tile(d).m != 0; }
+// A taller tile where one is compiled (m = 0: none): at d = 64 FlashAttention-3's 192 rows, three
+// consumer warpgroups of 160 registers. Measured beside the 128-row tile (bf16, H200, FA-3 grid): faster
+// when each work tile walks many key tiles (1.06-1.09x from 2k keys without a mask, 1.02x at 16k with a
+// causal one), slower below (0.86x at 512 and 1k causal), so it is chosen by the keys a work tile sees.
+// The rows of a tile are independent, so its numerics are the 128-row tile's.
+constexpr TileShape v2_tall_tile(int d) { return d == 64 ? TileShape{192, 128, 16, 4} : TileShape{0, 0, 0}; }
+constexpr bool is_v2_tile(int d, int m, int n) {
+  const TileShape a = v2_tile(d), b = v2_tall_tile(d);
+  return (a.m != 0 && a.m == m && a.n == n) || (b.m != 0 && b.m == m && b.n == n);
+}
+// The tile v2 runs for a problem: the taller one from n_k keys on (16k under a causal mask, whose work
+// tiles see half of them on average), else the 128-row one.
+constexpr TileShape v2_tile_for(int d, bool causal, long long n_k) {
+  const TileShape tall = v2_tall_tile(d);
+  return tall.m != 0 && n_k >= (causal ? 16384 : 2048) ? tall : v2_tile(d);
+}
 
 }  // namespace fc::tiles

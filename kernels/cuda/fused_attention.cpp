@@ -211,11 +211,11 @@ Status validate(Subject subject, const fc_problem& p) {
   }
   if (p.num_splits < 0) return fail(FC_ERR_INVALID, "num_splits must be >= 0");
   if (p.num_splits > 256) return fail(FC_ERR_UNSUPPORTED, "num_splits above 256");
-  if (v2 && (p.tile_m != 0 || p.tile_n != 0)) {
-    const TileShape t = fc::tiles::v2_tile(p.d);
-    if (p.tile_m != t.m || p.tile_n != t.n)
-      return fail(FC_ERR_UNSUPPORTED, "cuda-v2 runs one tile at head dim %d, %dx%d (tile %dx%d asked)", p.d, t.m, t.n,
-                  p.tile_m, p.tile_n);
+  if (v2 && (p.tile_m != 0 || p.tile_n != 0) && !fc::tiles::is_v2_tile(p.d, p.tile_m, p.tile_n)) {
+    const TileShape t = fc::tiles::v2_tile(p.d), tall = fc::tiles::v2_tall_tile(p.d);
+    const std::string also = tall.m ? " or " + std::to_string(tall.m) + "x" + std::to_string(tall.n) : "";
+    return fail(FC_ERR_UNSUPPORTED, "cuda-v2 runs %dx%d%s at head dim %d (tile %dx%d asked)", t.m, t.n, also.c_str(),
+                p.d, p.tile_m, p.tile_n);
   }
   if (naive) {
     if (p.num_splits > 1) return fail(FC_ERR_UNSUPPORTED, "the naive baseline has no split-KV");
@@ -250,15 +250,17 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
                 fc::tiles::kSimtFp32Tile.n, p.tile_m, p.tile_n);
   int tile_index = default_tile_index(p.d, is_fp8(p.recipe), causal, p.n_q);
   if (subject == Subject::kFusedV2) {
-    tile_index = -1;  // v2 has one tile per head dim, outside v1's table
+    tile_index = -1;  // v2 tiles are outside v1's table (tile_policy.h: v2_tile_for)
   } else if (p.tile_m != 0 || p.tile_n != 0) {
     tile_index = tile_index_of(p.d, p.tile_m, p.tile_n);
     if (tile_index < 0)
       return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
   }
-  const TileShape t = subject == Subject::kFusedV2 ? fc::tiles::v2_tile(p.d)
-                      : fp32                       ? fc::tiles::kSimtFp32Tile
-                                                   : tile_options(p.d, tile_index);
+  const TileShape v2_asked{p.tile_m, p.tile_n, 0, 0};  // validated above
+  const TileShape t = subject == Subject::kFusedV2
+                          ? (p.tile_m != 0 ? v2_asked : fc::tiles::v2_tile_for(p.d, causal, p.n_k))
+                      : fp32 ? fc::tiles::kSimtFp32Tile
+                             : tile_options(p.d, tile_index);
   lp.tile_index = tile_index;
   lp.tile_m = t.m;
   lp.tile_n = t.n;
@@ -312,7 +314,7 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);
   FC_CUDA_TRY(dispatch_head_dim<fc::tiles::kV2HeadDims>(p.d, [&](auto d) {
-    return run_fused_v2_hdim<decltype(d)::value>(recipe, fp, maps, stream);
+    return run_fused_v2_hdim<decltype(d)::value>(recipe, lp.tile_m, fp, maps, stream);
   }));
   return Status{};
 }

@@ -23,8 +23,10 @@ cudaError_t run_fused_e5m2(int tile_index, const FwdParams& p, cudaStream_t stre
 struct V2TensorMaps {
   CUtensorMap q, k, v;
 };
+// tile_m: the tile's rows, fc::tiles::v2_tile's or v2_tall_tile's for this head dim.
 template <int kHeadDim>
-cudaError_t run_fused_v2_hdim(Recipe recipe, const FwdParams& p, const V2TensorMaps& maps, cudaStream_t stream);
+cudaError_t run_fused_v2_hdim(Recipe recipe, int tile_m, const FwdParams& p, const V2TensorMaps& maps,
+                              cudaStream_t stream);
 
 // SIMT fp32 fused kernel (fwd_fp32.cu): one fixed tiling, any num_splits.
 cudaError_t run_fused_fp32(const FwdParams& p, cudaStream_t stream);

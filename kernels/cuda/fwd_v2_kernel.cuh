@@ -49,13 +49,16 @@
 
 namespace flashcheck::cuda {
 
-template <typename Elem_, int kHeadDim_>
+// kBlockM: the tile's rows, 128 or a head dim's taller tile (tile_policy.h, v2_tall_tile).
+template <typename Elem_, int kHeadDim_, int kBlockM_ = 128>
 struct FwdV2Traits {
   using Elem = Elem_;
   using ET = ElementTraits<Elem>;
   using Wgmma = std::conditional_t<std::is_same_v<Elem, Fp16>, tile::WgmmaF16, tile::WgmmaBF16>;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr fc::tiles::TileShape kTile = fc::tiles::v2_tile(kHeadDim);
+  static constexpr fc::tiles::TileShape kTile =
+      kBlockM_ == 128 ? fc::tiles::v2_tile(kHeadDim) : fc::tiles::v2_tall_tile(kHeadDim);
+  static_assert(kTile.m == kBlockM_, "a v2 tile of this height is not in tile_policy.h for this head dim");
   static_assert(kTile.m == 128 || kTile.m == 192, "two or three consumer warpgroups of 64 rows");
   static constexpr int kBlockM = kTile.m;
   static constexpr int kBlockN = kTile.n;

@@ -36,15 +36,17 @@ FC_DEFAULT_FP8(256)
 // Short causal sequences at d = 64 (the only length/mask rule of the policy).
 template cudaError_t launch_tile<Fp16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
 template cudaError_t launch_tile<Bf16, 64, default_tile_index(64, false, true, 1024)>(const FwdParams&, cudaStream_t);
-// Kernel v2: 12 kernels.
-#define FC_V2(E, D, G)                                                                                   \
-  template __global__ void fwd_v2_kernel<FwdV2Traits<E, D>, G>(                                          \
+// Kernel v2: 16 kernels (the 128-row tile at each head dim, and d = 64's taller tile).
+#define FC_V2(E, D, M, G)                                                                                \
+  template __global__ void fwd_v2_kernel<FwdV2Traits<E, D, M>, G>(                                       \
       const __grid_constant__ FwdParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
-#define FC_V2_DIM(D) FC_V2(Fp16, D, false) FC_V2(Fp16, D, true) FC_V2(Bf16, D, false) FC_V2(Bf16, D, true)
-FC_V2_DIM(64)
-FC_V2_DIM(128)
-FC_V2_DIM(256)
+#define FC_V2_DIM(D, M) \
+  FC_V2(Fp16, D, M, false) FC_V2(Fp16, D, M, true) FC_V2(Bf16, D, M, false) FC_V2(Bf16, D, M, true)
+FC_V2_DIM(64, 128)
+FC_V2_DIM(64, fc::tiles::v2_tall_tile(64).m)
+FC_V2_DIM(128, 128)
+FC_V2_DIM(256, 128)
 #else
 template cudaError_t launch_tile<Bf16, 128, 0, false, true>(const FwdParams&, cudaStream_t);
 #endif

@@ -23,6 +23,7 @@
 
 #include "flashcheck/plugin.h"
 #include "fused_attention.h"
+#include "kernels/tile_policy.h"
 #include "tests/gpu/cuda_plugin_path.h"
 
 namespace fcc = flashcheck::cuda;
@@ -638,6 +639,60 @@ TEST(CudaV2, SplitKvInvarianceAndDeterminism) {
       ASSERT_TRUE(run_host(fcc::Subject::kFusedV2, c, d, r2).ok());
       EXPECT_TRUE(r1.o == r2.o) << "non-deterministic output, splits=" << splits;
     }
+}
+
+// d = 64's taller tile (tile_policy.h, v2_tall_tile): a tile's rows are independent, so every mask shape,
+// split or not, gives the 128-row tile's O and LSE bit for bit, within the budget; the policy picks it
+// from 2048 keys without a mask and 16384 under a causal one, and the plan says which ran.
+TEST(CudaV2, TallTileIsTheShortTileBitForBit) {
+  REQUIRE_GPU();
+  const fc::tiles::TileShape tall = fc::tiles::v2_tall_tile(64), short_tile = fc::tiles::v2_tile(64);
+  ASSERT_NE(tall.m, 0);
+  for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_BF16})
+    for (Case c : mask_cases(recipe))
+      for (int splits : {1, 3}) {
+        c.d = 64;
+        c.nq *= 5;  // 385 rows: three tall tiles, the last with one row (650 where rows see no key)
+        c.nk *= 5;
+        c.splits = splits;
+        Case t = c, s = c;
+        t.tile_m = tall.m, t.tile_n = tall.n;
+        s.tile_m = short_tile.m, s.tile_n = short_tile.n;
+        expect_matches(fcc::Subject::kFusedV2, t, (std::string(mask_name(t)) + " tall tile").c_str());
+        const Data d = make_data(c);
+        Result rt, rs;
+        ASSERT_TRUE(run_host(fcc::Subject::kFusedV2, t, d, rt).ok());
+        ASSERT_TRUE(run_host(fcc::Subject::kFusedV2, s, d, rs).ok());
+        EXPECT_TRUE(rt.o == rs.o) << mask_name(c) << " splits=" << splits;
+        EXPECT_TRUE(rt.lse == rs.lse) << mask_name(c) << " splits=" << splits;
+      }
+}
+
+// The tile height v2's plan picks at d = 64 (no GPU needed): the policy of tile_policy.h, v2_tile_for, and
+// a tile asked for explicitly wins.
+TEST(CudaPluginValidation, V2TileHeightByKeys) {
+  const fc::tiles::TileShape tall = fc::tiles::v2_tall_tile(64), short_tile = fc::tiles::v2_tile(64);
+  auto planned_rows = [](int nk, int mask) {
+    Case c;
+    c.d = 64, c.nq = 16, c.nk = nk, c.mask = mask;
+    Data d = make_data(c);
+    fcc::LaunchPlan lp;
+    EXPECT_TRUE(fcc::plan(fcc::Subject::kFusedV2, problem_of(c, d), &lp).ok());
+    return lp.tile_m;
+  };
+  EXPECT_EQ(planned_rows(2047, FC_MASK_NONE), short_tile.m);
+  EXPECT_EQ(planned_rows(2048, FC_MASK_NONE), tall.m);
+  EXPECT_EQ(planned_rows(8192, FC_MASK_CAUSAL_TOP_LEFT), short_tile.m);
+  EXPECT_EQ(planned_rows(16384, FC_MASK_CAUSAL_BOTTOM_RIGHT), tall.m);
+  Case c;
+  c.d = 64, c.nq = 16, c.nk = 4096, c.tile_m = short_tile.m, c.tile_n = short_tile.n;
+  Data d = make_data(c);
+  fcc::LaunchPlan lp;
+  ASSERT_TRUE(fcc::plan(fcc::Subject::kFusedV2, problem_of(c, d), &lp).ok());
+  EXPECT_EQ(lp.tile_m, short_tile.m);
+  c.d = 128, c.tile_m = tall.m, c.tile_n = tall.n;  // no tall tile at d = 128
+  d = make_data(c);
+  EXPECT_FALSE(fcc::plan(fcc::Subject::kFusedV2, problem_of(c, d), &lp).ok());
 }
 
 TEST(CudaV2, TinyAndEmpty) {
