@@ -8,8 +8,9 @@
 //   3. in segments of whole tiles (at least a chunk): the segment's scores, then each key's tile maximum,
 //      running maximum and the raises after its tile (one lane walks them), then per key the weight
 //      interval (a lane per key) and per column the centred sums (a lane per column).
-// With the score cache (BudgetIn::scores) sweep 1 stores each key's score, R and operand error and the
-// other sweeps read them back: a score costs one shared-memory load of K per multiply-add, and every row
+// With the score cache (BudgetIn::scores) filled by the score kernel (score_kernel.cuh, every recipe but
+// tf32's operand term) all three sweeps read each key's score, R and operand error from it; with a cache
+// and no score kernel, sweep 1 stores them and the other sweeps read them back: a score costs one shared-memory load of K per multiply-add, and every row
 // reads every key, so recomputing them twice was most of the shared-memory traffic; the cache's values are
 // the very doubles sweep 1 computed, so the budget is the same bit for bit.
 // Sums run in another order than on the CPU (lanes, then a warp reduction), which moves a bound by a few
@@ -204,15 +205,19 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
   double zmax = -inf, rmax = 0, eps_max = 0, vmax = 0;
   int64_t n = 0;
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
+  const bool filled = in.scores_filled;  // by the score kernel: sweep 1 reads the cache as well
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
-    __syncthreads();
-    stage_keys(j0, nc);
-    __syncthreads();
+    if (!filled) {
+      __syncthreads();
+      stage_keys(j0, nc);
+      __syncthreads();
+    }
     const int64_t j = j0 + lane;
     if (lane < nc && sees(j)) {
-      const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
-      if (cached) {
+      const KeyScore k = filled ? KeyScore{cache_z[j], cache_R[j], cache_op[j]}
+                                : key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+      if (cached && !filled) {
         cache_z[j] = k.z;
         cache_R[j] = k.R;
         cache_op[j] = k.op_err;

@@ -2,6 +2,7 @@
 // from the exact layer's C++20 headers; gpu_oracle.cpp is the host side.
 #include "reference/cuda/budget_kernel.cuh"
 #include "reference/cuda/reference_kernel.cuh"
+#include "reference/cuda/score_kernel.cuh"
 #include "reference/cuda/verdict_kernel.cuh"
 
 namespace fc::gpu::detail {
@@ -55,7 +56,8 @@ int budget_rows_per_block(int d, int dv) {
   return fitting_rows([&](int rows) { return budget_smem(d, dv, rows, staged); });
 }
 
-cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out, double* scores) {
+cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out, double* scores,
+                             bool filled) {
   Shape s = pass;
   const int rows = reference_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
@@ -63,7 +65,20 @@ cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const Re
   const size_t smem = reference_smem(s.d, s.dv, rows);
   const cudaError_t e = allow_max_smem(reference_kernel);
   if (e != cudaSuccess) return e;
-  reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out, scores);
+  reference_kernel<<<blocks, 32 * rows, smem>>>(s, key_vmax, out, scores, filled && scores != nullptr);
+  return cudaGetLastError();
+}
+
+// Key tiles on the grid's y (at most 65,535 of them), row tiles of kScoreTile rows of one (batch, head) on x.
+bool score_kernel_fits(const Shape& s) { return (s.n_k + kScoreTile - 1) / kScoreTile <= 65535; }
+
+cudaError_t launch_scores(const Shape& pass, const ScoreOperands& op, double* scores) {
+  if (!score_kernel_fits(pass)) return cudaErrorInvalidConfiguration;
+  Shape s = pass;
+  const unsigned row_tiles = place_pass(s, kScoreTile);  // a tile may reach past the pass: those rows are not written
+  const unsigned key_tiles = unsigned((s.n_k + kScoreTile - 1) / kScoreTile);
+  if (row_tiles == 0 || key_tiles == 0) return cudaSuccess;
+  score_kernel<<<dim3(row_tiles, key_tiles), kScoreThreads>>>(s, op, scores);
   return cudaGetLastError();
 }
 

@@ -55,6 +55,15 @@ inline constexpr int kBudgetCols = 4;
 // Rows per block at most (a warp each); fewer where the staged chunks would not fit in shared memory.
 inline constexpr int kMaxRowsPerBlock = 8;
 
+// What the score kernel (score_kernel.cuh) computes per (row, key): plane 0 the dot product of
+// q * qd and k * kd (times sign, for the budget's sign-folded score), plane 1 the sum of their second
+// operands' products (|x|, or with align the magnitude raised to mn where it is non-zero and below it);
+// for the budget also plane 2, the tf32 operand error, which is 0 for the recipes it fills for.
+struct ScoreOperands {
+  double qd, kd, sign, mn;
+  bool align, signed_scores;  // signed_scores: the budget's layout (sign applied, plane 2 written)
+};
+
 struct ReferenceOut {
   double *o, *o_err, *lse, *lse_err;  // [rows * dv], [rows * dv], [rows], [rows]
 };
@@ -76,6 +85,7 @@ struct BudgetIn {
   // The score cache (kScoreCachePlanes above), or nullptr: written by the budget's first sweep for the keys a row
   // sees and read by the other two instead of recomputing them from K.
   double* scores;
+  bool scores_filled;  // the score kernel filled the cache for this launch: sweep 1 reads it too
 };
 struct BudgetOut {
   double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
@@ -106,8 +116,14 @@ int reference_rows_per_block(int d, int dv);
 int budget_rows_per_block(int d, int dv);
 // Launches (oracle_kernels.cu) over the pass that s describes (s.rows_per_block must be the kernel's);
 // each returns the launch's error.
-// scores: the score cache (BudgetIn::scores; its first two planes), or nullptr.
-cudaError_t launch_reference(const Shape& s, const double* key_vmax, const ReferenceOut& out, double* scores);
+// scores: the score cache (BudgetIn::scores; its first two planes), or nullptr; filled: launch_scores
+// filled them for this pass.
+cudaError_t launch_reference(const Shape& s, const double* key_vmax, const ReferenceOut& out, double* scores,
+                             bool filled);
+// Fills the score cache's planes for the pass's rows and every key of theirs (score_kernel.cuh); false
+// where the keys are too many for its grid (the kernels then fill it themselves).
+bool score_kernel_fits(const Shape& s);
+cudaError_t launch_scores(const Shape& s, const ScoreOperands& op, double* scores);
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
 cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out);
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);

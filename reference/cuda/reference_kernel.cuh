@@ -8,9 +8,10 @@
 // A block owns rows_per_block rows (a warp each) and stages each chunk of 32 keys in shared memory (K
 // transposed, V row-major, as doubles). Two sweeps: the maximum score, then the weights (a lane per key) feeding
 // l and the accumulators (a lane per column). With a score cache (two planes of [pass_rows * n_k] doubles,
-// the budget's cache lent to it) sweep 1 stores each visible key's dot product and absolute dot product,
-// and sweep 2 reads them instead of staging K again: the same doubles, so the same results bit for bit,
-// for half of the shared-memory loads of K.
+// the budget's cache lent to it) filled by the score kernel (score_kernel.cuh; `filled`), both sweeps
+// read each visible key's dot product and absolute dot product from it; with a cache and no score
+// kernel, sweep 1 stores them and sweep 2 reads them instead of staging K again. Either way they are the
+// same doubles as computed here, so the same results bit for bit.
 #pragma once
 
 #include "reference/cuda/oracle_common.cuh"
@@ -31,7 +32,7 @@ __host__ __device__ constexpr size_t reference_smem(int d, int dv, int rows) {
 
 // Two blocks per SM (at most 128 registers): the staging's latency hides behind the other block.
 __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
-    reference_kernel(Shape s, const double* key_vmax, ReferenceOut out, double* scores) {
+    reference_kernel(Shape s, const double* key_vmax, ReferenceOut out, double* scores, bool filled) {
   extern __shared__ double smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const BlockRows br = block_rows(s);
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     return acc;
   };
 
-  const bool cached = scores != nullptr;  // block-uniform
+  const bool cached = scores != nullptr;  // block-uniform; filled (the score kernel's) implies cached
   double* cache_dot = cached ? scores + lr * s.n_k : nullptr;
   double* cache_abs = cached ? cache_dot + s.pass_rows * s.n_k : nullptr;
 
@@ -80,13 +81,17 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
   int64_t n = 0;
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
-    __syncthreads();
-    stage_k(s, br, j0, nc, kT, k_value);
-    __syncthreads();
+    if (!filled) {
+      __syncthreads();
+      stage_k(s, br, j0, nc, kT, k_value);
+      __syncthreads();
+    }
     const int64_t j = j0 + lane;
     if (active && lane < nc && j >= lo && j < hi && visible(s, i, j, br.len)) {
       double sc;
-      if (cached) {  // dot_abs's first sum is dot's, in the same order
+      if (filled) {
+        sc = s.scale * cache_dot[j];
+      } else if (cached) {  // dot_abs's first sum is dot's, in the same order
         double ad;
         const double dt = dot_abs(lane, ad);
         cache_dot[j] = dt;

@@ -152,9 +152,13 @@ fi
 want oracle_agreement && step oracle_agreement "${ORACLE_AGREEMENT_SECONDS:-240}" "$bin/oracle_agreement_test"
 if want oracle_scale; then
   # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal[:NK] ...).
+  # ORACLE_AB_ENV="VAR=VALUE ...": each shape also runs under that environment, right after (e.g.
+  # FLASHCHECK_ORACLE_SCORE_KERNEL=0 to time the oracle without its score kernel in the same call).
   for shape in ${ORACLE_SHAPES:-1:16:16384:128:bf16:0}; do
     step "oracle_${shape//:/_}" "${ORACLE_SECONDS:-300}" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" \
       --shape "$shape"
+    [ -n "${ORACLE_AB_ENV:-}" ] && step "oracle_ab_${shape//:/_}" "${ORACLE_SECONDS:-300}" env $ORACLE_AB_ENV \
+      "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --shape "$shape"
   done
 fi
 if want large_shapes; then

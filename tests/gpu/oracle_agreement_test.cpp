@@ -133,8 +133,9 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
 }
 
 // Passes: the same problems judged in passes of 8 rows give the same arrays, bit for bit (each row is
-// computed alone), and the same verdict. The budget's score cache neither: without it (the budget then
-// recomputes the scores in its later sweeps) the arrays are the same bits too.
+// computed alone), and the same verdict. The score cache neither, nor who fills it: without it (the kernels
+// then recompute the scores in their later sweeps), and with the kernels' first sweeps filling it instead
+// of the score kernel (FLASHCHECK_ORACLE_SCORE_KERNEL=0), the arrays are the same bits too.
 TEST(OracleAgreement, PassesDoNotChangeTheResult) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
@@ -149,7 +150,7 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     const SubjectOutput out = emu.run(p, in, o);
     const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
     gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
-    gpu::Arrays one, many, uncached;
+    gpu::Arrays one, many, uncached, swept;
     const gpu::Verdict v1 = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &one);
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_PASS_BYTES", "1", 1), 0);
     const gpu::Verdict vn = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &many);
@@ -157,6 +158,9 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_CACHE_BYTES", "0", 1), 0);
     const gpu::Verdict vu = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &uncached);
     unsetenv("FLASHCHECK_ORACLE_CACHE_BYTES");
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SCORE_KERNEL", "0", 1), 0);
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &swept);
+    unsetenv("FLASHCHECK_ORACLE_SCORE_KERNEL");
     const std::string what = c.describe();
     auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
       ASSERT_EQ(a.size(), b.size()) << what << " " << name;
@@ -175,6 +179,12 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
          "probabilistic bound without the score cache");
     same(one.budget.scale_a, uncached.budget.scale_a, "A without the score cache");
     same(one.budget.lse_bound, uncached.budget.lse_bound, "LSE bound without the score cache");
+    same(one.ref.out.o, swept.ref.out.o, "O, the cache filled by the kernels' sweeps");
+    same(one.ref.o_error_bound, swept.ref.o_error_bound, "O's certificate, the cache filled by the kernels' sweeps");
+    same(one.budget.o_bound, swept.budget.o_bound, "bound, the cache filled by the kernels' sweeps");
+    same(one.budget.o_bound_probabilistic, swept.budget.o_bound_probabilistic,
+         "probabilistic bound, the cache filled by the kernels' sweeps");
+    same(one.budget.lse_bound, swept.budget.lse_bound, "LSE bound, the cache filled by the kernels' sweeps");
     EXPECT_EQ(v1.verdict.max_ratio, vu.verdict.max_ratio) << what;
     EXPECT_EQ(v1.verdict.elements, vn.verdict.elements) << what;
     EXPECT_EQ(v1.verdict.violations, vn.verdict.violations) << what;

@@ -1,0 +1,94 @@
+// Fills the score cache (oracle_types.h) for a pass before the reference's or the budget's first sweep,
+// a tile of rows by keys at a time. The kernels' own first sweeps compute a row's scores a lane per key,
+// one shared-memory load of K per multiply-add for one row; here each thread computes a 4 x 4 block of
+// (row, key) pairs, so that every staged value of Q and K serves four pairs and the loop is the float64
+// units' own. Each pair's sums are the same fma chains over the head dim, in the same column order, from
+// the same values as the kernels' (reference_kernel.cuh dot_abs, budget_kernel.cuh key_score): the cache
+// holds the very doubles the kernels would have computed, so the results stay the same bit for bit.
+// Pairs a row does not see are computed too (a tile is a rectangle) and never read.
+#pragma once
+
+#include "reference/cuda/oracle_common.cuh"
+
+namespace fc::gpu::detail {
+
+inline constexpr int kScoreTile = 64;   // rows and keys of a block's tile
+inline constexpr int kScoreDepth = 16;  // head-dim columns staged at a time (padding columns are zeros)
+inline constexpr int kScoreThreads = 256;
+
+// The second operand of a pair's second sum: |x| (the reference's absolute dot product), or the budget's
+// r_operand without the tf32 term (the magnitude aligned to the format's minimum normal with tensor cores).
+__device__ __forceinline__ double score_operand2(const ScoreOperands& op, double x) {
+  const double a = fabs(x);
+  return !op.align || a == 0 || a >= op.mn ? a : op.mn;  // align_mag's test, NaN included
+}
+
+__global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreOperands op, double* scores) {
+  // [column][row or key]: a thread reads four consecutive rows (keys) of one column as two 16-byte loads.
+  __shared__ __align__(16) double qa[kScoreDepth][kScoreTile], qb[kScoreDepth][kScoreTile];
+  __shared__ __align__(16) double ka[kScoreDepth][kScoreTile], kb[kScoreDepth][kScoreTile];
+  const BlockRows br = block_rows(s);
+  const int64_t j0 = int64_t(blockIdx.y) * kScoreTile;
+  if (j0 >= br.hi || j0 + kScoreTile <= br.lo) return;  // no row of the tile sees these keys
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // keys 4 tx .. 4 tx + 3, rows 4 ty .. 4 ty + 3
+  double dot[4][4], sum2[4][4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) dot[r][k] = sum2[r][k] = 0;
+
+  for (int c0 = 0; c0 < s.d; c0 += kScoreDepth) {
+    __syncthreads();
+    // Stage columns c0 .. c0 + 15 of the tile's rows and keys (zeros past the ends: fma(0, 0, acc) is acc).
+    for (int e = threadIdx.x; e < kScoreTile * kScoreDepth; e += kScoreThreads) {
+      const int x = e / kScoreDepth, c = e % kScoreDepth;
+      const int64_t i = br.i0 + x, j = j0 + x;
+      const bool col = c0 + c < s.d;
+      const double qv = col && i < s.n_q ? load_stored(s.in, s.q, q_base(s, br.b, br.h, i) + c0 + c) * op.qd : 0.0;
+      const double kv = col && j < s.n_k ? load_stored(s.in, s.k, k_base(s, br.b, br.hk, j) + c0 + c) * op.kd : 0.0;
+      qa[c][x] = qv;
+      qb[c][x] = score_operand2(op, qv);
+      ka[c][x] = kv;
+      kb[c][x] = score_operand2(op, kv);
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int c = 0; c < kScoreDepth; ++c) {
+      const double2 qa01 = *reinterpret_cast<const double2*>(&qa[c][4 * ty]);
+      const double2 qa23 = *reinterpret_cast<const double2*>(&qa[c][4 * ty + 2]);
+      const double2 ka01 = *reinterpret_cast<const double2*>(&ka[c][4 * tx]);
+      const double2 ka23 = *reinterpret_cast<const double2*>(&ka[c][4 * tx + 2]);
+      const double2 qb01 = *reinterpret_cast<const double2*>(&qb[c][4 * ty]);
+      const double2 qb23 = *reinterpret_cast<const double2*>(&qb[c][4 * ty + 2]);
+      const double2 kb01 = *reinterpret_cast<const double2*>(&kb[c][4 * tx]);
+      const double2 kb23 = *reinterpret_cast<const double2*>(&kb[c][4 * tx + 2]);
+      const double q1[4] = {qa01.x, qa01.y, qa23.x, qa23.y}, k1[4] = {ka01.x, ka01.y, ka23.x, ka23.y};
+      const double q2[4] = {qb01.x, qb01.y, qb23.x, qb23.y}, k2[4] = {kb01.x, kb01.y, kb23.x, kb23.y};
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          dot[r][k] = fma(q1[r], k1[k], dot[r][k]);
+          sum2[r][k] = fma(q2[r], k2[k], sum2[r][k]);
+        }
+    }
+  }
+
+  const int64_t plane = s.pass_rows * s.n_k, end = s.row0 + s.pass_rows;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t i = br.i0 + 4 * ty + r, g = br.r0 + 4 * ty + r;  // row in its head, row in BHN order
+    if (i >= s.n_q || g < s.row0 || g >= end) continue;
+    double* z = scores + (g - s.row0) * s.n_k;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t j = j0 + 4 * tx + k;
+      if (j >= s.n_k) break;
+      z[j] = op.signed_scores ? op.sign * dot[r][k] : dot[r][k];
+      z[plane + j] = sum2[r][k];
+      if (op.signed_scores) z[2 * plane + j] = 0.0;  // the budget's operand error: 0 without the tf32 term
+    }
+  }
+}
+
+}  // namespace fc::gpu::detail
