@@ -50,11 +50,6 @@ __device__ __forceinline__ double round_tf32(double x) {
   return static_cast<double>(__uint_as_float(u));
 }
 
-__device__ __forceinline__ double align_mag(double x, double mn) {
-  const double a = fabs(x);
-  return a == 0 || a >= mn ? a : mn;
-}
-
 // The per-row operand of R (what bounds a score's accumulation error) from a stored Q or K value: the
 // tf32-rounded value with the tf32 operand term, the magnitude aligned to the format's minimum normal
 // with tensor cores, else the magnitude.

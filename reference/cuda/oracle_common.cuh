@@ -32,6 +32,13 @@ __device__ __forceinline__ double load_stored(Storage s, const void* base, int64
   }
 }
 
+// |x| raised to mn where it is non-zero and below it (the tensor cores align a product of a subnormal
+// operand at the format's smallest normal: reference/tensor_core_model.h); NaN gives mn.
+__device__ __forceinline__ double align_mag(double x, double mn) {
+  const double a = fabs(x);
+  return a == 0 || a >= mn ? a : mn;
+}
+
 __device__ __forceinline__ int64_t key_length(const Shape& s, int b) { return s.key_lengths ? s.key_lengths[b] : s.n_k; }
 __device__ __forceinline__ bool visible(const Shape& s, int64_t i, int64_t j, int64_t len) {
   return key_visible(i, j, s.n_q, len, s.window_active, s.left, s.right, s.bottom_right,

@@ -19,8 +19,7 @@ inline constexpr int kScoreThreads = 256;
 // The second operand of a pair's second sum: |x| (the reference's absolute dot product), or the budget's
 // r_operand without the tf32 term (the magnitude aligned to the format's minimum normal with tensor cores).
 __device__ __forceinline__ double score_operand2(const ScoreOperands& op, double x) {
-  const double a = fabs(x);
-  return !op.align || a == 0 || a >= op.mn ? a : op.mn;  // align_mag's test, NaN included
+  return op.align ? align_mag(x, op.mn) : fabs(x);
 }
 
 __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreOperands op, double* scores) {
