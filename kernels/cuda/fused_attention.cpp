@@ -291,8 +291,8 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
 namespace {
 
 // Kernel v2 on device buffers that it can read (the caller repacked the rest; the split-KV workspace is
-// the caller's too): TMA descriptors for Q, K and V, the scheduler's tile counter, and one redo flag per
-// block when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
+// the caller's too): TMA descriptors for Q, K and V, the scheduler's tile counter, and the redo list
+// (FwdParams::redo_list) when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
 Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStream_t stream) {
   V2TensorMaps maps{};
   auto map_of = [&](CUtensorMap* map, const void* data, const long long* strides, int heads, long long rows,
@@ -309,8 +309,11 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   FC_CUDA_TRY(counter.alloc(sizeof(unsigned)));
   fp.tile_counter = static_cast<unsigned*>(counter.get());
   if (fp.guard_values) {
-    FC_CUDA_TRY(redo.alloc(static_cast<size_t>(work_tile_count(fp, lp.tile_m))));
-    fp.redo = static_cast<uint8_t*>(redo.get());
+    const long long tiles = work_tile_count(fp, lp.tile_m);
+    if (tiles >= (1LL << 31)) return fail(FC_ERR_UNSUPPORTED, "cuda-v2: %lld work tiles (at most 2^31 - 1)", tiles);
+    FC_CUDA_TRY(redo.alloc(static_cast<size_t>(1 + 2 * tiles) * sizeof(unsigned)));
+    fp.redo_list = static_cast<unsigned*>(redo.get());
+    fp.redo_flags = fp.redo_list + 1 + tiles;
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);
   FC_CUDA_TRY(dispatch_head_dim<fc::tiles::kV2HeadDims>(p.d, [&](auto d) {

@@ -80,15 +80,21 @@ struct FwdV2Traits {
   static constexpr int kOffV = kOffK + kStages * kTileKV;
   static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
   static constexpr int kOffBars = kOffOnes + 256;
-  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2]; then 2 work ids.
-  static constexpr int kNumBars = 2 + 4 * kStages + 4;
+  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free;
+  // then 2 work ids.
+  static constexpr int kNumBars = 2 + 4 * kStages + 5;
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
   static constexpr int kSmemBytes = kOffWork + 16 + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
-  // Registers: 24 for the producer, the rest of the 64K for the consumers in setmaxnreg's steps of 8:
-  // 240 each for two consumer warpgroups, 160 for three.
+  // Registers: setmaxnreg moves them within the block's allocation at launch (the 64K over its threads,
+  // in steps of 8: 168 each for 384 threads, 128 for 512); 24 for the producer, the rest to the consumers:
+  // 240 each for two consumer warpgroups, 160 for three. (A producer of 32 with two consumers of 240 asks
+  // for more than the block holds: setmaxnreg.inc then waits for ever, as a first build did on the H200.)
+  static constexpr int kLaunchRegs = (65536 / kNThreads) / 8 * 8;
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = ((65536 - kProducerRegs * 128) / (128 * kConsumers)) / 8 * 8;
+  static constexpr int kConsumerRegs = ((kLaunchRegs * kNThreads - kProducerRegs * 128) / (128 * kConsumers)) / 8 * 8;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kNThreads,
+                "setmaxnreg cannot hand out more registers than the block was launched with");
   static_assert(kHeadDim % 64 == 0 && kBlockN % 16 == 0);
   // The NaN guard's view of a block (value_nan_guard.h): its threads are the consumer warpgroups.
   struct Guard {
@@ -119,6 +125,8 @@ struct Smem {
   __device__ __forceinline__ uint32_t v_empty(int s) const { return bar(2 + 3 * Tr::kStages + s); }
   __device__ __forceinline__ uint32_t work_full(int s) const { return bar(2 + 4 * Tr::kStages + s); }
   __device__ __forceinline__ uint32_t work_empty(int s) const { return bar(4 + 4 * Tr::kStages + s); }
+  // The guarded redo: the consumers are done with the K ring as the NaN maps' scratch (value_nan_guard.h).
+  __device__ __forceinline__ uint32_t scratch_free() const { return bar(6 + 4 * Tr::kStages); }
   __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + 8 * s; }
 };
 
@@ -167,6 +175,9 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
     const BlockPlace bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
     load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
+    // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K and V
+    // wait until they are done.
+    if (work.redo && w > 0) tile::mbar_wait(sm.scratch_free(), (w - 1) & 1);
     produce_keys(sm, tm_k, tm_v, bp, i);
   }
 }
@@ -240,6 +251,11 @@ __device__ __forceinline__ void zero_v_nans(unsigned char* v_tile, int ctid) {
   }
   tile::fence_proxy_async_shared();
   tile::named_barrier_sync(1, Tr::Guard::kNThreads);
+}
+
+// Puts work tile id on the redo list (FwdParams::redo_list) once, whichever of its warps flags it first.
+__device__ __forceinline__ void flag_for_redo(const FwdParams& p, long long id) {
+  if (atomicCAS(p.redo_flags + id, 0u, 1u) == 0u) p.redo_list[1 + atomicAdd(p.redo_list, 1u)] = static_cast<unsigned>(id);
 }
 
 // Consumer warpgroup wg (0 .. kConsumers - 1) of work tile `id`: rows m0 + 64 wg .. + 63; `ring` is the ring position
@@ -350,14 +366,13 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     // A NaN can reach a row that does not see its key only through a boundary tile (0 * NaN in the MMA),
     // and then some accumulator of the block is NaN: flag the block (the runner cleared the flags) for the
     // guarded instantiation, which rewrites all of its rows.
-    if (p.redo && p.guard_values) {
+    if (p.redo_list && p.guard_values) {
       bool nan = false;
 #pragma unroll
       for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
-      if (__any_sync(0xffffffffu, nan) && lane == 0)
-        p.redo[id] = 1;
+      if (__any_sync(0xffffffffu, nan) && lane == 0) flag_for_redo(p, id);
     }
   } else {
     // Steps 2b-2d of value_nan_guard.h: the NaN bit maps of the boundary V tiles, read again from global
@@ -380,6 +395,10 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     }
     tile::named_barrier_sync(1, G::kNThreads);
     nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
+    // The maps were ordinary stores; the next tile's K arrives by TMA (the async proxy) once every
+    // consumer warp has arrived here.
+    tile::fence_proxy_async_shared();
+    release(sm.scratch_free());
   }
   store_rows<Tr>(p, bp, acc[0], sm_state[0], row_g, t);
 }
@@ -387,15 +406,13 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 }  // namespace v2
 
 // kGuard = false: the kernel, on a persistent grid with dynamic scheduling (tile_scheduler.h). kGuard = true: its guarded redo,
-// launched after it with one block per work tile; every block whose tile was not flagged leaves at once.
+// launched after it on the same grid, whose blocks walk the redo list; a block with no entry leaves at once.
 template <typename Tr, bool kGuard>
 __global__ void __launch_bounds__(Tr::kNThreads, 1)
     fwd_v2_kernel(const __grid_constant__ FwdParams p, const __grid_constant__ CUtensorMap tm_q,
                   const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   const WorkTiles work = WorkTiles::make(p, Tr::kBlockM, kGuard);
-  if constexpr (kGuard) {
-    if (!p.redo[work.first]) return;
-  }
+  if (work.idle(p)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = tile::smem_addr(smem_raw);
   const v2::Smem<Tr> sm{(raw + 1023u) & ~1023u};
@@ -414,6 +431,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
       tile::mbar_init(sm.work_full(s), 1);
       tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers);
     }
+    tile::mbar_init(sm.scratch_free(), 4 * Tr::kConsumers);
     tile::fence_barrier_init();
   }
   if (threadIdx.x < 64) {

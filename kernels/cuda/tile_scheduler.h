@@ -8,7 +8,9 @@
 //                  as the hardware's block scheduler would: a static round robin left SMs idle under a
 //                  causal mask, whose tiles differ in cost (bf16 d = 128, N = 16k causal: 396 TFLOP/s
 //                  against 568 with one block per tile, H200).
-//   one_per_block: block (bx, by, bz) of the full 3-D grid takes its own id (the guarded redo).
+//   redo list:     the guarded redo's grid of (at most) one block per SM walks the redo list
+//                  (FwdParams::redo_list) round robin: block k takes its entries k, k + grid, ...; a block
+//                  with no entry leaves at once.
 // The producer draws the ids and hands them to the consumers through a 2-slot ring in shared memory.
 #pragma once
 
@@ -19,24 +21,28 @@
 namespace flashcheck::cuda {
 
 struct WorkTiles {
-  long long first, total;
-  bool dynamic;
+  long long total;
+  bool redo;
   int row_blocks, heads_splits;
 
-  __device__ static WorkTiles make(const FwdParams& p, int block_m, bool one_per_block) {
+  __device__ static WorkTiles make(const FwdParams& p, int block_m, bool redo) {
     WorkTiles w{};
     w.row_blocks = (p.n_q + block_m - 1) / block_m;
     w.heads_splits = p.heads_q * p.num_splits;
     w.total = work_tile_count(p, block_m);
-    w.dynamic = !one_per_block;
-    w.first = one_per_block ? (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x
-                            : static_cast<long long>(blockIdx.x);
+    w.redo = redo;
     return w;
   }
-  // The id after this block's w-th (w = 0: its first); >= total when there is none.
+  // redo: this block has no entry of the list. (The count is read where it is used, not kept: held from
+  // the kernel's start into the producer's few registers, it spilled.)
+  __device__ bool idle(const FwdParams& p) const { return redo && blockIdx.x >= p.redo_list[0]; }
+  // This block's w-th id (w = 0: its first); >= total when there is none.
   __device__ long long next(const FwdParams& p, int w) const {
-    if (w == 0) return first;
-    if (!dynamic) return total;
+    if (redo) {  // 32-bit: the list holds fewer than 2^31 ids (the runner refuses more work tiles)
+      const unsigned k = blockIdx.x + static_cast<unsigned>(w) * gridDim.x;
+      return k < p.redo_list[0] ? static_cast<long long>(p.redo_list[1 + k]) : total;
+    }
+    if (w == 0) return blockIdx.x;
     return gridDim.x + static_cast<long long>(atomicAdd(p.tile_counter, 1u));
   }
   template <int kBlockM, int kBlockN>
