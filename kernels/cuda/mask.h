@@ -153,7 +153,17 @@ __device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowM
     rm.row_bounds(row, lo, hi);
     lo -= n0 + 2 * t;
     hi -= n0 + 2 * t;
-    if (!dense) {
+    if (!dense && lo <= 0) {
+      // The row's first visible key is at or before this thread's first column (always under a causal
+      // mask, which has no lower bound): one compare per element.
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int cl = 8 * j + e;
+          s[j][2 * r + e] = cl < hi ? s[j][2 * r + e] : -INFINITY;
+        }
+    } else if (!dense) {
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
