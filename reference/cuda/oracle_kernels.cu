@@ -2,6 +2,7 @@
 // from the exact layer's C++20 headers; gpu_oracle.cpp is the host side.
 #include "reference/cuda/budget_kernel.cuh"
 #include "reference/cuda/reference_kernel.cuh"
+#include "reference/cuda/reference_tiled_kernel.cuh"
 #include "reference/cuda/score_kernel.cuh"
 #include "reference/cuda/verdict_kernel.cuh"
 
@@ -59,6 +60,14 @@ int budget_rows_per_block(int d, int dv) {
 cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const ReferenceOut& out, double* scores,
                              bool filled) {
   Shape s = pass;
+  if (filled && scores != nullptr && s.dv <= kTiledMaxDv) {
+    // The cache holds every score: the tiled kernel (32 rows a block, the same bits).
+    const unsigned blocks = place_pass(s, kTiledRows);  // a block may reach past the pass: not its rows
+    const cudaError_t e = allow_max_smem(reference_tiled_kernel);
+    if (e != cudaSuccess) return e;
+    reference_tiled_kernel<<<blocks, kTiledThreads, reference_tiled_smem(s.dv)>>>(s, key_vmax, out, scores);
+    return cudaGetLastError();
+  }
   const int rows = reference_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
   const unsigned blocks = place_pass(s, rows);
