@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
 
   // This thread's 4 x 4 block of sums: rows 4 warp .. 4 warp + 3 (warp-uniform), columns 4 lane .. + 3.
   const int r0 = kRowsPerWarp * warp, c0 = 4 * lane;
-  const bool has_cols = c0 < s.dv, whole = c0 + 4 <= s.dv;
+  // The two 16-byte loads of a staged V row need an even row stride (the chunk is dv values a key).
+  const bool has_cols = c0 < s.dv, whole = c0 + 4 <= s.dv && s.dv % 2 == 0;
   double a[kRowsPerWarp][4], abs_a[kRowsPerWarp][4];
   for (int x = 0; x < kRowsPerWarp; ++x)
     for (int c = 0; c < 4; ++c) a[x][c] = abs_a[x][c] = 0;
