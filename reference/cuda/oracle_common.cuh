@@ -100,8 +100,11 @@ __device__ __forceinline__ BlockRows block_rows(const Shape& s) {
   const int64_t last = min(br.i0 + br.rows, s.n_q) - 1;
   row_key_range(s, br.i0, br.len, lo_first, hi_first);
   row_key_range(s, last, br.len, lo_last, hi_last);
-  br.lo = min(lo_first, lo_last);  // both ends move monotonically with i
-  br.hi = max(hi_first, hi_last);
+  // Both ends move monotonically with i. A row with no key in range has lo = hi, which can lie past the
+  // key length (a window's left end beyond a short batch): no row sees a key there, and the union ends at
+  // the key length so that the staging never reads past the batch's keys.
+  br.hi = min(max(hi_first, hi_last), br.len);
+  br.lo = min(min(lo_first, lo_last), br.hi);
   return br;
 }
 
