@@ -3,7 +3,7 @@
 # the sample report with the CUDA subject, PyTorch SDPA's verdict, the pytest example, a GPU fuzz campaign,
 # compute-sanitizer and the same-process benchmark against PyTorch SDPA. Each step is time-boxed; pick the
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
-# pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement,
+# pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement, oracle_sanitizers,
 # oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz,
 # v2, v2_sanitizers, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
@@ -150,6 +150,15 @@ if want fp8; then
     --seqs 1024,4096,16384 --reps 10 --flags 2
 fi
 want oracle_agreement && step oracle_agreement "${ORACLE_AGREEMENT_SECONDS:-240}" "$bin/oracle_agreement_test"
+# compute-sanitizer on the oracle's kernels over a prefix of the agreement test's problems (ORACLE_SANITIZER_CASES,
+# default 80): memcheck there and on the pass comparison (3 s), racecheck there alone (80 problems: about 60 s).
+if want oracle_sanitizers; then
+  step oracle_san_memcheck 150 env FC_ORACLE_AGREEMENT_CASES="${ORACLE_SANITIZER_CASES:-80}" compute-sanitizer \
+    --tool memcheck --error-exitcode 1 "$bin/oracle_agreement_test" \
+    --gtest_filter='OracleAgreement.GpuReference*:OracleAgreement.PassesDoNotChangeTheResult'
+  step oracle_san_racecheck 150 env FC_ORACLE_AGREEMENT_CASES="${ORACLE_SANITIZER_CASES:-80}" compute-sanitizer \
+    --tool racecheck --error-exitcode 1 "$bin/oracle_agreement_test" --gtest_filter='OracleAgreement.GpuReference*'
+fi
 if want oracle_scale; then
   # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal[:NK] ...).
   # ORACLE_AB_ENV="VAR=VALUE ...": each shape also runs under that environment, right after (e.g.
@@ -202,8 +211,8 @@ fi
 if want oracle_profile; then
   # Nsight Compute on the GPU oracle's reference and budget kernels at a small shape (B=1 H=4 N=4096 d=128
   # bf16): details and per-instruction SASS counts come back as text.
-  step oracle_ncu 180 ncu --clock-control none --set full --import-source no -k regex:"reference_kernel|budget_kernel" \
-    -c 2 -f -o "$res/prof_oracle" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --b 1 --h 4 --n 4096 --d 128 \
+  step oracle_ncu 180 ncu --clock-control none --set full --import-source no -k regex:"reference_tiled_kernel|reference_kernel|budget_kernel" \
+    -c 3 -f -o "$res/prof_oracle" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --b 1 --h 4 --n 4096 --d 128 \
     --recipe bf16
   if [ -f "$res/prof_oracle.ncu-rep" ]; then
     ncu -i "$res/prof_oracle.ncu-rep" --page details --print-details all >"$res/ncu_details_oracle.txt" 2>&1
