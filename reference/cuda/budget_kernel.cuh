@@ -102,7 +102,6 @@ struct WarpKeys {
   double z[kMaxSegment], R[kMaxSegment], op_err[kMaxSegment], run[kMaxSegment];
   int later[kMaxSegment], tile[kMaxSegment], blk[kMaxSegment];
   double E[kChunk], whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
-  unsigned char p_sub[kChunk], small_v[kChunk];
 };
 __host__ __device__ constexpr size_t budget_warp_bytes(int d) {
   return smem_align(sizeof(WarpKeys)) + smem_align(2 * sizeof(double) * size_t(d));
@@ -435,6 +434,7 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
         __syncthreads();
         const unsigned visible_lanes = seg_visible[c0 / kChunk];
         const int x = c0 + lane;
+        bool p_sub = false, small_v = false;
         if (visible_lanes >> lane & 1u) {  // §3.2-§3.7
           const double delta = zmax - wk.z[x];
           const double E = exp(-bp.sigma * delta);
@@ -451,7 +451,7 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
           sumE += E;
           den += wi.den;
           lhi += wi.lhi;
-          const bool p_sub = E * exp(-eta) * bp.S < bp.mn_p;
+          p_sub = E * exp(-eta) * bp.S < bp.mn_p;
           if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
           wk.E[lane] = E;
           wk.whi[lane] = wi.whi;
@@ -459,9 +459,11 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
           wk.err_c_det[lane] = wi.err_c_det;
           wk.ep[lane] = E * exp(eta);
           wk.zeta[lane] = uf.zeta;
-          wk.p_sub[lane] = p_sub;
-          wk.small_v[lane] = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
+          small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
         }
+        // Per key of the chunk (bit t): a subnormal P, and whether some column may add to the excess.
+        const unsigned p_sub_keys = __ballot_sync(0xffffffffu, p_sub);
+        const unsigned excess_keys = bp.tc ? __ballot_sync(0xffffffffu, p_sub || small_v) : 0u;
         // A chunk whose keys have no zero in V counts the same keys and blocks in every column: with the
         // chunk in one tile (aligned), each column's counts then advance once per chunk below.
         const bool x_vis = visible_lanes >> lane & 1u;
@@ -471,27 +473,29 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
         // copies, with the per-key counts (a chunk with a zero in V) and without them (the common case,
         // whose counts advance once per chunk below), and the excess (rare: subnormal P or small V) is a
         // warp-uniform branch per key of its own.
+        // The columns past dv (a partial last group) take V = 0 and are never written: every column slot
+        // runs the same instructions, so the four columns' chains interleave instead of waiting on each
+        // other behind a bounds branch.
+        bool in_cols[kBudgetCols];
+        for (int cc = 0; cc < kBudgetCols; ++cc) in_cols[cc] = g0 + lane + 32 * cc < s.dv;
         auto key_sums = [&](auto with_counts) {
           constexpr bool kCounts = decltype(with_counts)::value;
-          for (int t = 0; t < nc; ++t) {
-            if (!(visible_lanes >> t & 1u)) continue;
+          for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {  // the visible keys, ascending
+            const int t = __ffs(keys) - 1;
             const double E = wk.E[t], whi = wk.whi[t], ec = wk.err_c[t], ecd = wk.err_c_det[t], ep = wk.ep[t],
                          zeta = wk.zeta[t];
-            const bool p_sub = wk.p_sub[t];
-            if (bp.tc && (p_sub || wk.small_v[t])) {  // some column may add to the excess
-              for (int cc = 0; cc < kBudgetCols; ++cc) {
-                const int c = g0 + lane + 32 * cc;
-                if (c >= s.dv) break;
-                const double vs = vS[t * s.dv + c];  // stored units
-                if (vs * s.vd != 0 && (p_sub || fabs(vs) < bp.mn_op))
-                  excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs, bp.mn_op) * s.vd);
-              }
+            double vs[kBudgetCols];  // stored units
+#pragma unroll
+            for (int cc = 0; cc < kBudgetCols; ++cc) vs[cc] = in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0;
+            if (excess_keys >> t & 1u) {  // some column may add to the excess (warp-uniform, rare)
+              const bool p_sub = p_sub_keys >> t & 1u;
+              for (int cc = 0; cc < kBudgetCols; ++cc)
+                if (vs[cc] * s.vd != 0 && (p_sub || fabs(vs[cc]) < bp.mn_op))
+                  excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs[cc], bp.mn_op) * s.vd);
             }
+#pragma unroll
             for (int cc = 0; cc < kBudgetCols; ++cc) {
-              const int c = g0 + lane + 32 * cc;
-              if (c >= s.dv) break;
-              const double vs = vS[t * s.dv + c];  // stored units
-              const double v = vs * s.vd;
+              const double v = vs[cc] * s.vd;
               if constexpr (kCounts) {
                 if (v != 0) {
                   const int tile = wk.tile[c0 + t], blk = wk.blk[c0 + t];
