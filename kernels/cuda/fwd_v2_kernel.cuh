@@ -280,9 +280,12 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     for (int e = 0; e < 4; ++e) acc[0][i][e] = 0.0f;
 
   // Intra-warpgroup pipelining (FlashAttention-3, Algorithm 2): while O += P~ V of tile i - 1 runs on the
-  // tensor cores, the scores of tile i are masked and exponentiated. The order of every rounding is the
-  // plain loop's: O and l are rescaled by tile i's alpha after tile i - 1's products are in, and tile i's
-  // P~ is rounded from the exps then (softmax_update computes p = exp2(s c - m c) as round_p would).
+  // tensor cores, the scores of tile i are masked and exponentiated; tile i's P~ is rounded once those
+  // products are in (before the scores of tile i + 1 take the registers of s), and O and l are rescaled
+  // by tile i's alpha after the scores of tile i + 1 are issued, so that the rescale runs beside them on
+  // the tensor cores instead of between the two GEMMs. The order of every rounding is the plain loop's:
+  // O = (O + P~(i-1) V(i-1)) alpha(i) + P~(i) V(i) (softmax_update computes p = exp2(s c - m c) as
+  // round_p would).
   float s[1][Tr::kNTilesS][4];
   uint32_t pk[Tr::kNTilesS][2];
   float l4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
@@ -291,14 +294,18 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     if (bp.mask.needs_mask(nb)) mask_fragment(s[0], RowMask::make(p, bp.b), p, row_g, nb * Tr::kBlockN, t);
     softmax_update(sm_state, s, c, alpha);
   };
-  auto finish_step = [&]() {  // once the previous tile's products are in: rescale, then round P~
+  auto round_step = [&]() {  // once the previous tile's products are in: P~ from the exps in s
+    if (l_on_tensor_cores) {
+      round_p<ET, Tr::kNTilesS, false, false, 0, Tr::kNTilesS, false>(s[0], pk, sm_state[0]);
+    } else {
+      round_p<ET, Tr::kNTilesS, true>(s[0], pk, sm_state[0]);
+    }
+  };
+  auto rescale_step = [&]() {  // O and l by the last softmax step's alpha, before the next P~ V
     rescale_accumulators(acc, alpha);
     if (l_on_tensor_cores) {
       l4[0] = __fmul_rn(l4[0], alpha[0][0]);
       l4[2] = __fmul_rn(l4[2], alpha[0][1]);
-      round_p<ET, Tr::kNTilesS, false, false, 0, Tr::kNTilesS, false>(s[0], pk, sm_state[0]);
-    } else {
-      round_p<ET, Tr::kNTilesS, true>(s[0], pk, sm_state[0]);
     }
   };
   // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
@@ -331,12 +338,13 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     release(sm.k_empty(stage_of(ring)));
     if (n_tiles == 1) release(sm.q_empty());
     softmax_step(bp.nb_begin);
-    finish_step();
+    round_step();
 #pragma unroll 1
     for (int i = 1; i < n_tiles; ++i) {
       const int cur = ring + i, prev = cur - 1;
       tile::mbar_wait(sm.k_full(stage_of(cur)), parity_of(cur));
       issue_qk<Tr>(s[0], sm, stage_of(cur), wg);
+      rescale_step();  // by alpha(i - 1), while the scores of tile i are on the tensor cores
       tile::mbar_wait(sm.v_full(stage_of(prev)), parity_of(prev));
       issue_pv_any(prev, bp.nb_begin + i - 1);
       tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
@@ -345,8 +353,9 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       softmax_step(bp.nb_begin + i);
       tile::wgmma_wait<0>();  // P~ V of tile i - 1
       release(sm.v_empty(stage_of(prev)));
-      finish_step();
+      round_step();
     }
+    rescale_step();
     const int last = ring + n_tiles - 1;
     tile::mbar_wait(sm.v_full(stage_of(last)), parity_of(last));
     issue_pv_any(last, bp.nb_end - 1);
