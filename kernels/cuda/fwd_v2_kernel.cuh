@@ -81,17 +81,19 @@ struct FwdV2Traits {
   static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
   static constexpr int kOffBars = kOffOnes + 256;
   // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free;
-  // then 2 work ids.
+  // then 2 work slots: a work id and its BlockPlace each.
   static constexpr int kNumBars = 2 + 4 * kStages + 5;
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
-  static constexpr int kSmemBytes = kOffWork + 16 + 1024;  // + alignment slack
+  static constexpr int kWorkSlotBytes = 8 + (sizeof(BlockPlace) + 7) / 8 * 8;
+  static constexpr int kSmemBytes = kOffWork + 2 * kWorkSlotBytes + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
   // Registers: setmaxnreg moves them within the block's allocation at launch (the 64K over its threads,
-  // in steps of 8: 168 each for 384 threads, 128 for 512); 24 for the producer, the rest to the consumers:
-  // 240 each for two consumer warpgroups, 160 for three. (A producer of 32 with two consumers of 240 asks
-  // for more than the block holds: setmaxnreg.inc then waits for ever, as a first build did on the H200.)
+  // in steps of 8: 168 each for 384 threads, 128 for 512); 32 for the producer (it computes each work
+  // tile's place; with 24 it spilled), the rest to the consumers: 232 each for two consumer warpgroups,
+  // 160 for three. (A producer of 32 with two consumers of 240 asks for more than the block holds:
+  // setmaxnreg.inc then waits for ever, as a first build did on the H200.)
   static constexpr int kLaunchRegs = (65536 / kNThreads) / 8 * 8;
-  static constexpr int kProducerRegs = 24;
+  static constexpr int kProducerRegs = 32;
   static constexpr int kConsumerRegs = ((kLaunchRegs * kNThreads - kProducerRegs * 128) / (128 * kConsumers)) / 8 * 8;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kNThreads,
                 "setmaxnreg cannot hand out more registers than the block was launched with");
@@ -127,7 +129,8 @@ struct Smem {
   __device__ __forceinline__ uint32_t work_empty(int s) const { return bar(4 + 4 * Tr::kStages + s); }
   // The guarded redo: the consumers are done with the K ring as the NaN maps' scratch (value_nan_guard.h).
   __device__ __forceinline__ uint32_t scratch_free() const { return bar(6 + 4 * Tr::kStages); }
-  __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + 8 * s; }
+  __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + Tr::kWorkSlotBytes * s; }
+  __device__ __forceinline__ uint32_t work_place(int s) const { return work_id(s) + 8; }
 };
 
 // One tile of Q, K or V from row row0 of head h, batch b: its 64-column panels, each one TMA box (the
@@ -161,18 +164,27 @@ __device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorM
 // registers, V after P~ V: separate barriers let the next K load start while the current P~ V runs).
 // `i` counts key tiles over all work tiles: the ring's position.
 template <typename Tr>
-__device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, const CUtensorMap* tm_q,
-                                        const CUtensorMap* tm_k, const CUtensorMap* tm_v, const WorkTiles& work) {
+__device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
+                                        const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                        const WorkTiles& work) {
   int i = 0;
 #pragma unroll 1
   for (int w = 0;; ++w) {
-    // Hand the next work id to the consumers (slot w % 2, free once they have read its use w - 2).
+    // Hand the next work id and its place to the consumers (slot w % 2, free once they have read its use
+    // w - 2). The place (head, rows, key tiles, mask summary) takes 64-bit and run-time divisions, a few
+    // hundred instructions of dependent integer work: here once per tile, ahead of the consumers, instead
+    // of in each of their 256 threads between one tile's epilogue and the next tile's first scores.
     const long long id = work.next(p, w);
+    const bool last = id >= work.total;
     if (w >= 2) tile::mbar_wait(sm.work_empty(w % 2), ((w / 2) - 1) & 1);
     asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(sm.work_id(w % 2)), "l"(id) : "memory");
-    tile::mbar_arrive(sm.work_full(w % 2));  // release: the consumers' wait sees the id
-    if (id >= work.total) break;
-    const BlockPlace bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
+    BlockPlace bp{};
+    if (!last) {
+      bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
+      *reinterpret_cast<BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base)) = bp;
+    }
+    tile::mbar_arrive(sm.work_full(w % 2));  // release: the consumers' wait sees the id and the place
+    if (last) break;
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
     load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
     // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K and V
@@ -453,7 +465,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     tile::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, &tm_q, &tm_k, &tm_v, work);
+    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_q, &tm_k, &tm_v, work);
   } else {
     tile::setmaxnreg_inc<Tr::kConsumerRegs>();
     int ring = 0;
@@ -462,10 +474,12 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
       tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
       long long id;
       asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-      __syncwarp();
+      BlockPlace bp{};
+      if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+      __syncwarp();  // the slot is read before it is released
       if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
       if (id >= work.total) break;
-      v2::consume<Tr, kGuard>(p, sm, smem, work.place<Tr::kBlockM, Tr::kBlockN>(p, id), id, wg - 1, w, ring);
+      v2::consume<Tr, kGuard>(p, sm, smem, bp, id, wg - 1, w, ring);
     }
   }
 }
