@@ -302,8 +302,17 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   uint32_t pk[Tr::kNTilesS][2];
   float l4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
   float alpha[1][2];
+  // The bounds of this thread's two rows for the masked key tiles (mask.h): once per work tile where the
+  // consumers have the registers (two warpgroups of 240); the 192-row tile's three of 160 spilled holding
+  // them, and derive them per masked tile.
+  constexpr bool kRowsOnce = Tr::kConsumers == 2;
+  const FragmentRows mask_rows = kRowsOnce ? FragmentRows::make(RowMask::make(p, bp.b), row_g) : FragmentRows{};
   auto softmax_step = [&](int nb) {  // scores of key tile nb in s -> exps in s, new max, alpha
-    if (bp.mask.needs_mask(nb)) mask_fragment(s[0], RowMask::make(p, bp.b), p, row_g, nb * Tr::kBlockN, t);
+    if (bp.mask.needs_mask(nb)) {
+      const int n0 = nb * Tr::kBlockN;
+      if constexpr (kRowsOnce) mask_fragment(s[0], mask_rows, p, row_g, n0, t);
+      else mask_fragment(s[0], RowMask::make(p, bp.b), p, row_g, n0, t);
+    }
     softmax_update(sm_state, s, c, alpha);
   };
   auto round_step = [&]() {  // once the previous tile's products are in: P~ from the exps in s

@@ -8,6 +8,11 @@
 
 namespace flashcheck::cuda {
 
+// One element of a dense mask ([n_q * n_k] bytes, nonzero: allowed; nullptr: every element).
+__device__ __forceinline__ bool dense_mask_allows(const uint8_t* dense, int n_k, int row, int col) {
+  return !dense || dense[static_cast<long long>(row) * n_k + col];
+}
+
 struct RowMask {
   int kv_len;             // keys >= kv_len are padding
   long long offset;       // 0 or kv_len - n_q (bottom-right alignment)
@@ -60,9 +65,7 @@ struct RowMask {
     hi = min(row + band_hi, kv_len);
     if (hi < lo) hi = lo;
   }
-  __device__ __forceinline__ bool dense_allows(int row, int col) const {
-    return !dense || dense[static_cast<long long>(row) * n_k + col];
-  }
+  __device__ __forceinline__ bool dense_allows(int row, int col) const { return dense_mask_allows(dense, n_k, row, col); }
 
   // Half-open key range [lo, hi) that rows [row_first, row_last] can reach (may be empty).
   __host__ __device__ void key_range(int row_first, int row_last, int& lo, int& hi) const {
@@ -136,23 +139,36 @@ __host__ __device__ inline void split_block_range(int key_lo, int key_hi, int bl
   if (block_begin > block_end) block_begin = block_end;
 }
 
+// The allowed key intervals [lo, hi) of a thread's two fragment rows (row_g and row_g + 8) from the
+// window and the key length (RowMask::row_bounds): constant over a work tile's key tiles, so a kernel
+// with registers to spare (v2's consumers) computes them once per work tile, and a masked key tile only
+// shifts them to its columns. (Per masked tile, RowMask::make read the batch's key length from global
+// memory and saturated 64-bit offsets again: about sixty instructions per thread before the compares.)
+struct FragmentRows {
+  int lo[2], hi[2];
+  __device__ __forceinline__ static FragmentRows make(const RowMask& rm, int row_g) {
+    FragmentRows fr;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) rm.row_bounds(row_g + 8 * r, fr.lo[r], fr.hi[r]);
+    return fr;
+  }
+};
+
 // The element mask on one m16n8 accumulator fragment: s[j][2r + e] is row row_g + 8r (row_g: the lane's
-// row g) and key n0 + 8j + 2t + e. Masked scores become -inf. Shifted to tile-local columns once per row,
-// so that the per-element test is two int compares on constants and a select. A dense mask is a branch
-// of its own, taken once per tile: tested inside the element loop it made every element a divergent
-// branch (BSSY/BSYNC around two branches and the load: about seven instructions per element where the
-// band needs three), which every causal and window tile paid.
+// row g) and key n0 + 8j + 2t + e. Masked scores become -inf. The rows' bounds are shifted to tile-local
+// columns, so that the per-element test is two int compares on constants and a select, or one where the
+// row's first key is at or before the fragment. A dense mask is a branch of its own, taken once per tile:
+// tested inside the element loop it made every element a divergent branch (BSSY/BSYNC around two branches
+// and the load: about seven instructions per element where the band needs three), which every causal and
+// window tile paid.
 template <int kNTiles>
-__device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowMask& rm, const FwdParams& p, int row_g,
-                                              int n0, int t) {
+__device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const FragmentRows& rows, const FwdParams& p,
+                                              int row_g, int n0, int t) {
   const bool dense = p.dense_mask != nullptr;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row_g + 8 * r;
-    int lo, hi;
-    rm.row_bounds(row, lo, hi);
-    lo -= n0 + 2 * t;
-    hi -= n0 + 2 * t;
+    const int lo = rows.lo[r] - (n0 + 2 * t), hi = rows.hi[r] - (n0 + 2 * t);
     if (!dense && lo <= 0) {
       // The row's first visible key is at or before this thread's first column (always under a causal
       // mask, which has no lower bound): one compare per element.
@@ -177,11 +193,18 @@ __device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowM
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int cl = 8 * j + e;
-          const bool ok = cl >= lo && cl < hi && row < p.n_q && rm.dense_allows(row, n0 + 2 * t + cl);
+          const bool ok =
+              cl >= lo && cl < hi && row < p.n_q && dense_mask_allows(p.dense_mask, p.n_k, row, n0 + 2 * t + cl);
           if (!ok) s[j][2 * r + e] = -INFINITY;
         }
     }
   }
+}
+// The same with the rows' bounds computed here (v1: its registers are spoken for across the key loop).
+template <int kNTiles>
+__device__ __forceinline__ void mask_fragment(float (&s)[kNTiles][4], const RowMask& rm, const FwdParams& p, int row_g,
+                                              int n0, int t) {
+  mask_fragment(s, FragmentRows::make(rm, row_g), p, row_g, n0, t);
 }
 
 // Where a block of kBlockM query rows sits in the problem, at grid position (bx, by, bz) of the forward

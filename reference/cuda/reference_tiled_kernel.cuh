@@ -21,15 +21,33 @@ inline constexpr int kTiledMaxDv = 128;    // value columns at most (32 threads 
 inline constexpr int kTiledThreads = 256;  // 8 warps: warp w owns rows 4w .. 4w + 3 of the sums
 inline constexpr int kRowsPerWarp = kTiledRows / 8;
 
-// Shared memory: the staged V chunk (true values), then the chunk's weights and visibility per row, then
-// the rows' scalars.
+// Shared memory: the staged V chunk (true values), then the chunk's weights and visibility per row, the
+// rows' scalars, and the cached dot products of two chunks (this one's, and the next one's in flight).
 struct TiledRows {
   double w[kTiledRows][kChunk];
   unsigned seen[kTiledRows];  // bit t: the row sees key t of the chunk
   double m[kTiledRows], l[kTiledRows], e[kTiledRows], g[kTiledRows], underflow[kTiledRows];
   int64_t lo[kTiledRows], hi[kTiledRows], n[kTiledRows];
   int active[kTiledRows];  // takes part in the sums (a row of the pass with visible keys and no NaN score)
+  double dt[2][kTiledRows][kChunk], ad[2][kTiledRows][kChunk];  // by cp.async: each lane reads its own
 };
+
+// One double from device to shared memory by the copy engine, issued by this thread and completed for
+// it by cp_async_wait_all: the cache lies in device memory, and its latency hides behind other work.
+__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Whether none of four doubles is an infinity or a NaN (exponent field all ones), from their high words.
+__device__ __forceinline__ bool all_finite(const double (&v)[4]) {
+  int e = 0;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) e = max(e, __double2hiint(v[c]) & 0x7ff00000);
+  return e != 0x7ff00000;
+}
 __host__ __device__ constexpr size_t reference_tiled_smem(int dv) {
   return staged_v_bytes(dv) + smem_align(sizeof(TiledRows));
 }
@@ -48,6 +66,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   const int64_t plane = s.pass_rows * s.n_k, kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const double g_d = gamma53(double(s.d) + 1) * fabs(s.scale);
   const int64_t lr0 = br.r0 - s.row0;  // block row x is the pass's row lr0 + x
+  auto i_of = [&br](int x) { return br.i0 + x; };  // block row x's query index
 
   // Sweep 1 from the cache, warp w for rows w + 8k: the maximum score, NaN, the number of visible keys
   // (the row kernel's).
@@ -102,21 +121,42 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   double l[kRowsPerWarp], eta_max[kRowsPerWarp], v_max[kRowsPerWarp];
   for (int k = 0; k < kRowsPerWarp; ++k) l[k] = eta_max[k] = v_max[k] = 0;
 
+  // The cached dot products of chunk j0's visible (row, key) pairs for this warp's rows (lane t: key t)
+  // into buffer b, by cp.async; bit k of the result: row warp + 8k sees the lane's key. Issued for the
+  // next chunk before this chunk's sums, so that the cache's latency hides behind them.
+  auto load_scores = [&](int64_t j0, int b) {
+    unsigned vis = 0;
+    const int nc = int(min(int64_t(kChunk), br.hi - j0));
+    const int64_t j = j0 + lane;
+    for (int k = 0; k < kRowsPerWarp; ++k) {
+      const int x = warp + 8 * k;
+      if (tr.active[x] && lane < nc && j >= tr.lo[x] && j < tr.hi[x] && visible(s, i_of(x), j, br.len)) {
+        const double* cache = scores + (lr0 + x) * s.n_k;
+        cp_async_8(&tr.dt[b][x][lane], cache + j);
+        cp_async_8(&tr.ad[b][x][lane], cache + plane + j);
+        vis |= 1u << k;
+      }
+    }
+    cp_async_commit();
+    return vis;
+  };
+
   // Sweep 2: per chunk, the weights of every (row, key) of the block (warp w: rows w + 8k, lane t: key t),
   // then the tile's sums.
-  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+  int buf = 0;
+  unsigned chunk_vis = load_scores(chunk_floor(br.lo), buf);
+  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk, buf ^= 1) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
     __syncthreads();  // the previous chunk's V and weights are read
     stage_v(s, br, j0, nc, vS, v_value);
     const int64_t j = j0 + lane;
+    cp_async_wait_all();  // this chunk's dot products, copied by this thread
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int x = warp + 8 * k;
-      const int64_t i = br.i0 + x;
-      const bool vis = tr.active[x] && lane < nc && j >= tr.lo[x] && j < tr.hi[x] && visible(s, i, j, br.len);
+      const bool vis = chunk_vis >> k & 1u;
       double w = 0;
       if (vis) {
-        const double* cache = scores + (lr0 + x) * s.n_k;
-        const double dt = cache[j], ad = cache[plane + j];
+        const double dt = tr.dt[buf][x][lane], ad = tr.ad[buf][x][lane];
         const double xs = s.scale * dt - tr.m[x];
         eta_max[k] = fmax(eta_max[k], g_d * ad + u * fabs(xs) + 2.01 * u);
         w = exp(xs);
@@ -127,6 +167,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       tr.w[x][lane] = w;
       if (lane == 0) tr.seen[x] = seen;
     }
+    if (j0 + kChunk < br.hi) chunk_vis = load_scores(j0 + kChunk, buf ^ 1);
     __syncthreads();
     if (!has_cols) continue;
     unsigned seen[kRowsPerWarp];
@@ -140,6 +181,22 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       } else {
         for (int c = 0; c < 4; ++c) v[c] = c0 + c < s.dv ? vS[t * s.dv + c0 + c] : 0.0;
       }
+      if (all_finite(v)) {
+        // A key a row does not see has weight 0 there, and fma(0, v, a) = a for a finite v (a is never -0:
+        // it starts at +0, and a sum that comes out zero is +0), so the sixteen pairs need no row's test
+        // and their chains interleave: the same bits as skipping the key.
+#pragma unroll
+        for (int x = 0; x < kRowsPerWarp; ++x) {
+          const double wt = tr.w[r0 + x][t];
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            a[x][c] = fma(wt, v[c], a[x][c]);
+            abs_a[x][c] = fma(wt, fabs(v[c]), abs_a[x][c]);
+          }
+        }
+        continue;
+      }
+      // An infinity or a NaN in V reaches only the rows that see its key.
 #pragma unroll
       for (int x = 0; x < kRowsPerWarp; ++x) {
         if (!(seen[x] >> t & 1u)) continue;  // warp-uniform: the row is the warp's
