@@ -303,9 +303,9 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   float l4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
   float alpha[1][2];
   // The bounds of this thread's two rows for the masked key tiles (mask.h): once per work tile where the
-  // consumers have the registers (two warpgroups of 240); the 192-row tile's three of 160 spilled holding
-  // them, and derive them per masked tile.
-  constexpr bool kRowsOnce = Tr::kConsumers == 2;
+  // consumers have the registers (two warpgroups, d <= 128); the 192-row tile's three of 160 and d = 256's
+  // accumulators at 232 spilled holding them, and derive them per masked tile.
+  constexpr bool kRowsOnce = Tr::kConsumers == 2 && Tr::kHeadDim <= 128;
   const FragmentRows mask_rows = kRowsOnce ? FragmentRows::make(RowMask::make(p, bp.b), row_g) : FragmentRows{};
   auto softmax_step = [&](int nb) {  // scores of key tile nb in s -> exps in s, new max, alpha
     if (bp.mask.needs_mask(nb)) {
