@@ -23,6 +23,21 @@ __device__ __forceinline__ double gamma53(double n) {
   return n * u / (1.0 - n * u);
 }
 
+// A row that takes no part in the sums (here and in reference_tiled_kernel.cuh): O = 0 and LSE = -inf
+// without a visible key, NaN in both with a NaN score; o0 = lr * dv, the row's first O element. The
+// warp's lanes write its columns.
+__device__ __forceinline__ void write_idle_row(const Shape& s, const ReferenceOut& out, int64_t lr, int64_t o0,
+                                               bool nan_score, int lane) {
+  for (int c = lane; c < s.dv; c += 32) {
+    out.o[o0 + c] = nan_score ? nan("") : 0.0;
+    out.o_err[o0 + c] = 0.0;
+  }
+  if (lane == 0) {
+    out.lse[lr] = nan_score ? nan("") : -HUGE_VAL;
+    out.lse_err[lr] = 0.0;
+  }
+}
+
 // Shared memory: the staged K and V chunks (true values: stored * descale), then per warp its row's Q and
 // the chunk's weights.
 __host__ __device__ constexpr size_t reference_warp_bytes(int d) { return smem_align(sizeof(double) * (size_t(d) + kChunk)); }
@@ -110,16 +125,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
   nan_score = __any_sync(0xffffffffu, nan_score);
   const int64_t o0 = lr * s.dv;
   const bool done = !active || nan_score || n == 0;
-  if (active && done) {
-    for (int c = lane; c < s.dv; c += 32) {
-      out.o[o0 + c] = nan_score ? nan("") : 0.0;
-      out.o_err[o0 + c] = 0.0;
-    }
-    if (lane == 0) {
-      out.lse[lr] = nan_score ? nan("") : -inf;
-      out.lse_err[lr] = 0.0;
-    }
-  }
+  if (active && done) write_idle_row(s, out, lr, o0, nan_score, lane);
   if (__syncthreads_and(done)) return;
 
   // Sweep 2: weights, l, a and the absolute accumulator, chunk by chunk.

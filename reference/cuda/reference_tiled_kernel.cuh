@@ -92,16 +92,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     n = warp_sum_i(n);
     nan_score = __any_sync(0xffffffffu, nan_score);
     const bool done = !in_pass || nan_score || n == 0;
-    if (in_pass && done) {
-      for (int c = lane; c < s.dv; c += 32) {
-        out.o[lr * s.dv + c] = nan_score ? nan("") : 0.0;
-        out.o_err[lr * s.dv + c] = 0.0;
-      }
-      if (lane == 0) {
-        out.lse[lr] = nan_score ? nan("") : -inf;
-        out.lse_err[lr] = 0.0;
-      }
-    }
+    if (in_pass && done) write_idle_row(s, out, lr, lr * s.dv, nan_score, lane);
     if (lane == 0) {
       tr.m[x] = m, tr.lo[x] = lo, tr.hi[x] = hi, tr.n[x] = n;
       tr.active[x] = !done;
