@@ -7,7 +7,9 @@ run timed beside them with --ab NAME=PATH (e.g. v1 beside v2) get their own colu
   python3 bench/render_sdpa_compare.py RUN.json OUT_PREFIX --command "..." --machine "..." --date "..."
 
 writes OUT_PREFIX.md and OUT_PREFIX.png. The page names the command, machine and date it was measured
-with: they are not in the JSON, so the caller passes them.
+with: they are not in the JSON, so the caller passes them. --ours NAME=LABEL makes the --ab column NAME the
+page's "ours" and shows the run's own --plugin column as LABEL (a run that timed a candidate as --plugin and
+the tree's kernel beside it, when the candidate is not kept).
 """
 import argparse
 import json
@@ -34,11 +36,20 @@ def main():
     ap.add_argument("--date", required=True)
     ap.add_argument("--title", default="Forward throughput against PyTorch SDPA")
     ap.add_argument("--mode", default="throughput", help="the scripts/docs_reports.sh mode that regenerates the page")
+    ap.add_argument("--ours", metavar="NAME=LABEL", help="the --ab column NAME as ours, the run's --plugin column as LABEL")
     a = ap.parse_args()
     try:
         rows = json.load(open(a.run_json))
     except (OSError, ValueError) as e:
         sys.exit(f"render_sdpa_compare: cannot read {a.run_json}: {e}")
+    if a.ours:
+        name, _, label = a.ours.partition("=")
+        if not name or not label or label in ("ours", "flash", "cudnn") or not all(name in r for r in rows if r.get("ours")):
+            sys.exit(f"render_sdpa_compare: --ours wants NAME=LABEL with NAME an --ab column of every row, got '{a.ours}'")
+        for r in rows:
+            r["ours"], r[label] = r.pop(name, None), r.get("ours")
+            r.pop("ratio_" + name, None)
+            r["ratio_" + label] = None  # recomputed below
     rows = [r for r in rows if r.get("ours")]
     if not rows:
         sys.exit(f"render_sdpa_compare: {a.run_json} has no timed rows")
