@@ -44,8 +44,9 @@ def main():
         sys.exit(f"render_sdpa_compare: cannot read {a.run_json}: {e}")
     if a.ours:
         name, _, label = a.ours.partition("=")
-        if not name or not label or label in ("ours", "flash", "cudnn") or not all(name in r for r in rows if r.get("ours")):
-            sys.exit(f"render_sdpa_compare: --ours wants NAME=LABEL with NAME an --ab column of every row, got '{a.ours}'")
+        if not name or not label or any(label in r for r in rows) or not all(name in r for r in rows if r.get("ours")):
+            sys.exit(f"render_sdpa_compare: --ours wants NAME=LABEL with NAME an --ab column of every row and LABEL a "
+                     f"new column name, got '{a.ours}'")
         for r in rows:
             r["ours"], r[label] = r.pop(name, None), r.get("ours")
             r.pop("ratio_" + name, None)
