@@ -4,6 +4,8 @@
 // are here too. Compiled only by that test (nvcc -Xptxas -v), never linked.
 // FC_KNOWN_SPILLER adds instead one instantiation that is known to spill with CUDA 13.0 (bf16, d = 128,
 // 128x64, l from fp32 p): the check's own test that it sees a spill when there is one.
+// FC_KNOWN_SERIALIZER adds instead a kernel that writes a wgmma's accumulator before waiting for it, which
+// ptxas must serialize: the control of the check that no kernel's wgmmas are serialized.
 #include "fwd_launch.cuh"
 #include "fwd_v2_kernel.cuh"
 
@@ -12,7 +14,19 @@ namespace flashcheck::cuda {
 constexpr long long kLong = 1 << 20;  // a sequence length above every length rule of the policy
 using fc::tiles::default_tile_index;
 
-#ifndef FC_KNOWN_SPILLER
+#if defined(FC_KNOWN_SERIALIZER)
+__global__ void known_serializer(float* out, uint64_t desc_a, uint64_t desc_b) {
+  float d[16][4];
+  tile::wgmma_fence();
+  tile::wgmma_ss(tile::WgmmaBF16{}, d, desc_a, desc_b, 0);
+  d[0][0] = 1.0f;  // an ordinary definition of an accumulator inside the wgmma's stage
+  tile::wgmma_ss(tile::WgmmaBF16{}, d, desc_a, desc_b, 1);
+  tile::wgmma_commit();
+  tile::wgmma_wait<0>();
+  for (int j = 0; j < 16; ++j)
+    for (int e = 0; e < 4; ++e) out[threadIdx.x * 64 + 4 * j + e] = d[j][e];
+}
+#elif !defined(FC_KNOWN_SPILLER)
 #define FC_DEFAULT_16BIT(D)                                                                              \
   template cudaError_t launch_tile<Fp16, D, default_tile_index(D, false, false, kLong)>(const FwdParams&, \
                                                                                       cudaStream_t);    \
