@@ -131,6 +131,13 @@ def main():
         if "=" not in spec:
             sys.exit("--ab wants NAME=PATH[@dD:MxN,...]")
         name, rest = spec.split("=", 1)
+        # A row holds the shape's fields and each kernel's column under its name (and NAME_host_us,
+        # NAME_max_abs_err): a name that is already a key would overwrite it (--ab B=... did the batch size).
+        taken = {"dtype", "d", "N", "B", "H", "causal", "ours", "flash", "cudnn", "fa4", "max_abs_err_vs_fp32_math"}
+        taken |= {n for n, _, _ in others}
+        if not name.isidentifier() or name in taken or name.startswith("ratio_"):
+            sys.exit(f"--ab name {name!r}: want an identifier that names no other column or field of a row "
+                     f"(taken: {', '.join(sorted(taken))}; and ratio_*)")
         path, _, tiles = rest.partition("@")
         per_d = {}
         for item in filter(None, tiles.split(",")):
