@@ -305,14 +305,20 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   FC_TRY(map_of(&maps.q, fp.q, fp.q_stride, p.heads_q, p.n_q, lp.tile_m));
   FC_TRY(map_of(&maps.k, fp.k, fp.k_stride, p.heads_kv, p.n_k, lp.tile_n));
   FC_TRY(map_of(&maps.v, fp.v, fp.v_stride, p.heads_kv, p.n_k, lp.tile_n));
-  DeviceAlloc redo(stream), counter(stream);
-  FC_CUDA_TRY(counter.alloc(sizeof(unsigned)));
-  fp.tile_counter = static_cast<unsigned*>(counter.get());
+  // The tile counter, then (guarded) the redo list's count, its ids and the per-tile flags: one allocation
+  // (FwdParams::scheduler_bytes).
+  long long words = 1;
+  const long long tiles = work_tile_count(fp, lp.tile_m);
   if (fp.guard_values) {
-    const long long tiles = work_tile_count(fp, lp.tile_m);
     if (tiles >= (1LL << 31)) return fail(FC_ERR_UNSUPPORTED, "cuda-v2: %lld work tiles (at most 2^31 - 1)", tiles);
-    FC_CUDA_TRY(redo.alloc(static_cast<size_t>(1 + 2 * tiles) * sizeof(unsigned)));
-    fp.redo_list = static_cast<unsigned*>(redo.get());
+    words += 1 + 2 * tiles;
+  }
+  DeviceAlloc scheduler(stream);
+  fp.scheduler_bytes = static_cast<size_t>(words) * sizeof(unsigned);
+  FC_CUDA_TRY(scheduler.alloc(fp.scheduler_bytes));
+  fp.tile_counter = static_cast<unsigned*>(scheduler.get());
+  if (fp.guard_values) {
+    fp.redo_list = fp.tile_counter + 1;
     fp.redo_flags = fp.redo_list + 1 + tiles;
   }
   const Recipe recipe = static_cast<Recipe>(p.recipe);
