@@ -5,18 +5,18 @@
 //
 // A persistent grid of one block per SM walks the work tiles (128 query rows of one (batch, head, split);
 // tile_scheduler.h), 3 warpgroups:
-//   producer   (warpgroup 0, one thread): TMA loads each work tile's Q, then its K and V tiles of Bc keys
-//              into a ring of buffers (4, 3, 2 stages at d = 64, 128, 256: tile_policy.h) that runs on
-//              across work tiles (the next tile's first keys load while the last ones are computed and
-//              stored), and draws the next work tile for the consumers; each buffer has a "full"
-//              mbarrier (the copy engine counts its bytes) and an "empty" one that the consumers' warps
-//              arrive on when they are done with it. It gives its registers away (setmaxnreg) and waits
-//              on the barriers.
+//   producer   (warpgroup 0, two threads): one TMA-loads each work tile's K and V tiles of Bc keys into
+//              a ring of buffers (4, 3, 2 stages at d = 64, 128, 256: tile_policy.h) that runs on across
+//              work tiles (the next tile's first keys load while the last ones are computed and stored),
+//              and draws the next work tile for the consumers; the other loads each tile's Q. Each
+//              buffer has a "full" mbarrier (the copy engine counts its bytes) and an "empty" one that
+//              the consumers' warps arrive on when they are done with it. The warpgroup gives its
+//              registers away (setmaxnreg) and waits on the barriers.
 //   consumers  (warpgroups 1 and 2, 64 rows each; the traits also take a 192-row tile, three of them,
 //              with 160 registers each): per key tile, load -> S = Q K^T (wgmma, Q and K from
 //              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
 //              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
-//              epilogue. A warp's accumulators are mma.sync's m16n8 fragments, so the mask, the softmax
+//              epilogue, beside the next work tile's first scores. A warp's accumulators are mma.sync's m16n8 fragments, so the mask, the softmax
 //              step, the rounding of P~, the normalisation and the LSE are v1's own helpers (mask.h,
 //              softmax.h, normalise.h): one definition each.
 //
@@ -159,21 +159,23 @@ __device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorM
   }
 }
 
-// Producer: per work tile, Q (once the consumers are done with the previous tile's), then every key tile's
-// K and V, each behind its buffer's "empty" barrier (K is released as soon as the tile's scores are in
-// registers, V after P~ V: separate barriers let the next K load start while the current P~ V runs).
-// `i` counts key tiles over all work tiles: the ring's position.
+// Producer: per work tile, every key tile's K and V, each behind its buffer's "empty" barrier (K is
+// released as soon as the tile's scores are in registers, V after P~ V: separate barriers let the next K
+// load start while the current P~ V runs). `i` counts key tiles over all work tiles: the ring's position.
+// Q has a thread of its own (produce_q): behind the Q buffer's release, the next tile's first K and V
+// loads would wait until the last scores of the current tile are in, and the consumers, which start the
+// next tile's scores beside the current tile's last P~ V, would wait for them.
 template <typename Tr>
 __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
-                                        const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                                        const WorkTiles& work) {
+                                        const CUtensorMap* tm_k, const CUtensorMap* tm_v, const WorkTiles& work) {
   int i = 0;
 #pragma unroll 1
   for (int w = 0;; ++w) {
-    // Hand the next work id and its place to the consumers (slot w % 2, free once they have read its use
-    // w - 2). The place (head, rows, key tiles, mask summary) takes 64-bit and run-time divisions, a few
-    // hundred instructions of dependent integer work: here once per tile, ahead of the consumers, instead
-    // of in each of their 256 threads between one tile's epilogue and the next tile's first scores.
+    // Hand the next work id and its place to the consumers and the Q thread (slot w % 2, free once they
+    // have read its use w - 2). The place (head, rows, key tiles, mask summary) takes 64-bit and run-time
+    // divisions, a few hundred instructions of dependent integer work: here once per tile, ahead of the
+    // consumers, instead of in each of their 256 threads between one tile's epilogue and the next tile's
+    // first scores.
     const long long id = work.next(p, w);
     const bool last = id >= work.total;
     if (w >= 2) tile::mbar_wait(sm.work_empty(w % 2), ((w / 2) - 1) & 1);
@@ -183,14 +185,40 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
       bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
       *reinterpret_cast<BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base)) = bp;
     }
-    tile::mbar_arrive(sm.work_full(w % 2));  // release: the consumers' wait sees the id and the place
+    tile::mbar_arrive(sm.work_full(w % 2));  // release: the readers' wait sees the id and the place
     if (last) break;
-    if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
-    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
     // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K and V
     // wait until they are done.
     if (work.redo && w > 0) tile::mbar_wait(sm.scratch_free(), (w - 1) & 1);
     produce_keys(sm, tm_k, tm_v, bp, i);
+  }
+}
+
+// The Q thread: per work tile (read from the work slots as the consumers read them), Q into its buffer
+// once the consumers are done with the previous tile's. The tile is drawn a few key tiles before the
+// consumers finish the previous one, so Q is first fetched into L2 at once; the load into shared memory,
+// which has to wait for the buffer, then reads L2.
+template <typename Tr>
+__device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned char* smem, const CUtensorMap* tm_q,
+                                          const WorkTiles& work) {
+#pragma unroll 1
+  for (int w = 0;; ++w) {
+    tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+    long long id;
+    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+    int m0 = 0, h = 0, b = 0;
+    if (id < work.total) {
+      const auto& bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+      m0 = bp.m0;
+      h = bp.h;
+      b = bp.b;
+    }
+    tile::mbar_arrive(sm.work_empty(w % 2));
+    if (id >= work.total) break;
+#pragma unroll
+    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, m0, h, b);
+    if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
+    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, m0, h, b);
   }
 }
 
@@ -270,48 +298,67 @@ __device__ __forceinline__ void flag_for_redo(const FwdParams& p, long long id) 
   if (atomicCAS(p.redo_flags + id, 0u, 1u) == 0u) p.redo_list[1 + atomicAdd(p.redo_list, 1u)] = static_cast<unsigned>(id);
 }
 
-// Consumer warpgroup wg (0 .. kConsumers - 1) of work tile `id`: rows m0 + 64 wg .. + 63; `ring` is the ring position
-// of its first key tile (advanced past its last). kGuard: the redo of a flagged block.
+// Takes work slot w: the tile's id and place; false when the block has no more work.
+template <typename Tr>
+__device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
+                                          long long& id, BlockPlace& bp) {
+  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+  bp = BlockPlace{};
+  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+  __syncwarp();  // the slot is read before it is released
+  if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
+  return id < work.total;
+}
+
+// Consumer warpgroup wg (0 .. kConsumers - 1): rows m0 + 64 wg .. + 63 of each of the block's work tiles.
+// kGuard: the redo of flagged tiles.
+//
+// Within a work tile the loop is pipelined as FlashAttention-3's Algorithm 2: while O += P~ V of key tile
+// i - 1 runs on the tensor cores, the scores of tile i are masked and exponentiated; tile i's P~ is
+// rounded once those products are in (before the scores of tile i + 1 take the registers of s), and O
+// and l are rescaled by tile i's alpha after the scores of tile i + 1 are issued, so that the rescale
+// runs beside them on the tensor cores instead of between the two GEMMs. The order of every rounding is
+// the plain loop's: O = (O + P~(i-1) V(i-1)) alpha(i) + P~(i) V(i) (softmax_update computes
+// p = exp2(s c - m c) as round_p would).
 template <typename Tr, bool kGuard>
 __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
-                                        const BlockPlace& bp, long long id, int wg, int w, int& ring) {
+                                        const WorkTiles& work, int wg) {
   using ET = typename Tr::ET;
   const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
   const int g = lane / 4, t = lane % 4;
-  const int row_g = bp.m0 + 64 * wg + 16 * warp + g;
   const bool l_on_tensor_cores = !p.l_from_fp32_p;
   const float c = p.scale_log2;
+  auto row_of = [&](const BlockPlace& bp) { return bp.m0 + 64 * wg + 16 * warp + g; };
 
   OnlineSoftmax sm_state[1];
-  sm_state[0].init();
   float acc[1][Tr::kNTilesO][4];  // one 16-row m-tile per warp, as v1's kMT = 1
-#pragma unroll
-  for (int i = 0; i < Tr::kNTilesO; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[0][i][e] = 0.0f;
-
-  // Intra-warpgroup pipelining (FlashAttention-3, Algorithm 2): while O += P~ V of tile i - 1 runs on the
-  // tensor cores, the scores of tile i are masked and exponentiated; tile i's P~ is rounded once those
-  // products are in (before the scores of tile i + 1 take the registers of s), and O and l are rescaled
-  // by tile i's alpha after the scores of tile i + 1 are issued, so that the rescale runs beside them on
-  // the tensor cores instead of between the two GEMMs. The order of every rounding is the plain loop's:
-  // O = (O + P~(i-1) V(i-1)) alpha(i) + P~(i) V(i) (softmax_update computes p = exp2(s c - m c) as
-  // round_p would).
   float s[1][Tr::kNTilesS][4];
   uint32_t pk[Tr::kNTilesS][2];
-  float l4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
+  float l4[4];  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
   float alpha[1][2];
+  auto clear_accumulators = [&]() {
+#pragma unroll
+    for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[0][i][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) l4[e] = 0.0f;
+  };
   // The bounds of this thread's two rows for the masked key tiles (mask.h): once per work tile where the
   // consumers have the registers (two warpgroups, d <= 128); the 192-row tile's three of 160 and d = 256's
   // accumulators at 232 spilled holding them, and derive them per masked tile.
   constexpr bool kRowsOnce = Tr::kConsumers == 2 && Tr::kHeadDim <= 128;
-  const FragmentRows mask_rows = kRowsOnce ? FragmentRows::make(RowMask::make(p, bp.b), row_g) : FragmentRows{};
-  auto softmax_step = [&](int nb) {  // scores of key tile nb in s -> exps in s, new max, alpha
+  auto rows_of = [&](const BlockPlace& bp) {
+    return kRowsOnce ? FragmentRows::make(RowMask::make(p, bp.b), row_of(bp)) : FragmentRows{};
+  };
+  // Scores of key tile nb of work tile bp in s -> exps in s, new max, alpha.
+  auto softmax_step = [&](const BlockPlace& bp, const FragmentRows& rows, int nb) {
     if (bp.mask.needs_mask(nb)) {
       const int n0 = nb * Tr::kBlockN;
-      if constexpr (kRowsOnce) mask_fragment(s[0], mask_rows, p, row_g, n0, t);
-      else mask_fragment(s[0], RowMask::make(p, bp.b), p, row_g, n0, t);
+      if constexpr (kRowsOnce) mask_fragment(s[0], rows, p, row_of(bp), n0, t);
+      else mask_fragment(s[0], RowMask::make(p, bp.b), p, row_of(bp), n0, t);
     }
     softmax_update(sm_state, s, c, alpha);
   };
@@ -332,9 +379,14 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
   auto stage_of = [](int r) { return r % Tr::kStages; };
   auto parity_of = [](int r) { return static_cast<uint32_t>((r / Tr::kStages) & 1); };
+  auto issue_qk_at = [&](int r) {
+    tile::mbar_wait(sm.k_full(stage_of(r)), parity_of(r));
+    issue_qk<Tr>(s[0], sm, stage_of(r), wg);
+  };
   // P~ V of key tile nb at ring position r; the guarded redo first cleans a boundary tile's V of NaNs.
-  auto issue_pv_any = [&](int r, int nb) {
+  auto issue_pv_at = [&](int r, const BlockPlace& bp, int nb) {
     const int stage = stage_of(r);
+    tile::mbar_wait(sm.v_full(stage), parity_of(r));
     if constexpr (kGuard) {
       if (bp.mask.needs_mask(nb)) zero_v_nans<Tr>(smem + (sm.v(stage) - sm.base), threadIdx.x - 128);
     }
@@ -348,89 +400,111 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     __syncwarp();
     if (lane == 0) tile::mbar_arrive(bar);
   };
+  // The epilogue of work tile (id, bp), whose products are all in acc and l4.
+  auto finish = [&](const BlockPlace& bp, long long id) {
+    OnlineSoftmax& st = sm_state[0];
+    const int row_g = row_of(bp);
+    if (l_on_tensor_cores) {  // the whole row's sum in every lane of the quad
+      st.row_sum[0] = l4[0];
+      st.row_sum[1] = l4[2];
+    } else {
+      st.finalize();  // lane sums, combined here
+    }
+    if constexpr (!kGuard) {
+      // A NaN can reach a row that does not see its key only through a boundary tile (0 * NaN in the MMA),
+      // and then some accumulator of the block is NaN: flag the block (the runner cleared the flags) for the
+      // guarded instantiation, which rewrites all of its rows.
+      if (p.redo_list && p.guard_values) {
+        bool nan = false;
+#pragma unroll
+        for (int i = 0; i < Tr::kNTilesO; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
+        if (__any_sync(0xffffffffu, nan) && lane == 0) flag_for_redo(p, id);
+      }
+    } else {
+      // Steps 2b-2d of value_nan_guard.h: the NaN bit maps of the boundary V tiles, read again from global
+      // memory into the (now idle) K ring, ORed per row over the keys the row sees, then a = NaN there.
+      using G = typename Tr::Guard;
+      const int ctid = threadIdx.x - 128;
+      auto* tile_map = reinterpret_cast<uint32_t*>(smem + Tr::kOffK);
+      auto* row_map = tile_map + Tr::kBlockN * nan_guard::kWords<G>;
+      const auto* v_g = static_cast<const unsigned char*>(p.v) +
+                        (static_cast<long long>(bp.b) * p.v_stride[0] + static_cast<long long>(bp.h_kv) * p.v_stride[1]) * 2;
+      const int v_row = static_cast<int>(p.v_stride[2] * 2);
+      tile::named_barrier_sync(1, G::kNThreads);  // every consumer is done with the ring
+      nan_guard::clear_rows<G>(row_map, ctid);
+      for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb) {
+        if (!bp.mask.needs_mask(nb)) continue;
+        tile::named_barrier_sync(1, G::kNThreads);
+        nan_guard::map_tile<G>(v_g, v_row, nb * Tr::kBlockN, bp.mask.kv_len, tile_map, ctid);
+        tile::named_barrier_sync(1, G::kNThreads);
+        nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
+      }
+      tile::named_barrier_sync(1, G::kNThreads);
+      nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
+      // The maps were ordinary stores; the next tile's K arrives by TMA (the async proxy) once every
+      // consumer warp has arrived here.
+      tile::fence_proxy_async_shared();
+      release(sm.scratch_free());
+    }
+    store_rows<Tr>(p, bp, acc[0], st, row_g, t);
+  };
 
-  tile::mbar_wait(sm.q_full(), w & 1);
-  const int n_tiles = bp.nb_end - bp.nb_begin;
-  if (n_tiles == 0) release(sm.q_empty());
-  if (n_tiles > 0) {
-    tile::mbar_wait(sm.k_full(stage_of(ring)), parity_of(ring));
-    issue_qk<Tr>(s[0], sm, stage_of(ring), wg);
-    tile::wgmma_wait<0>();
-    release(sm.k_empty(stage_of(ring)));
-    if (n_tiles == 1) release(sm.q_empty());
-    softmax_step(bp.nb_begin);
-    round_step();
+  int w = 0, ring = 0;  // the work slot and ring position of the current tile's first key tile
+  long long id;
+  BlockPlace bp;
+  if (!take_work(sm, smem, work, w, id, bp)) return;
 #pragma unroll 1
-    for (int i = 1; i < n_tiles; ++i) {
-      const int cur = ring + i, prev = cur - 1;
-      tile::mbar_wait(sm.k_full(stage_of(cur)), parity_of(cur));
-      issue_qk<Tr>(s[0], sm, stage_of(cur), wg);
-      rescale_step();  // by alpha(i - 1), while the scores of tile i are on the tensor cores
-      tile::mbar_wait(sm.v_full(stage_of(prev)), parity_of(prev));
-      issue_pv_any(prev, bp.nb_begin + i - 1);
-      tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
-      release(sm.k_empty(stage_of(cur)));
-      if (i == n_tiles - 1) release(sm.q_empty());  // the producer may load the next work tile's Q
-      softmax_step(bp.nb_begin + i);
-      tile::wgmma_wait<0>();  // P~ V of tile i - 1
-      release(sm.v_empty(stage_of(prev)));
+  for (;;) {
+    const int n_tiles = bp.nb_end - bp.nb_begin;
+    const FragmentRows mask_rows = rows_of(bp);
+    sm_state[0].init();
+    clear_accumulators();
+    tile::mbar_wait(sm.q_full(), w & 1);
+    if (n_tiles == 0) release(sm.q_empty());
+    if (n_tiles > 0) {
+      issue_qk_at(ring);
+      tile::wgmma_wait<0>();
+      release(sm.k_empty(stage_of(ring)));
+      if (n_tiles == 1) release(sm.q_empty());
+      softmax_step(bp, mask_rows, bp.nb_begin);
       round_step();
+#pragma unroll 1
+      for (int i = 1; i < n_tiles; ++i) {
+        const int cur = ring + i, prev = cur - 1;
+        issue_qk_at(cur);
+        rescale_step();  // by alpha(i - 1), while the scores of tile i are on the tensor cores
+        issue_pv_at(prev, bp, bp.nb_begin + i - 1);
+        tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
+        release(sm.k_empty(stage_of(cur)));
+        if (i == n_tiles - 1) release(sm.q_empty());  // the Q thread may load the next work tile's Q
+        softmax_step(bp, mask_rows, bp.nb_begin + i);
+        tile::wgmma_wait<0>();  // P~ V of tile i - 1
+        release(sm.v_empty(stage_of(prev)));
+        round_step();
+      }
     }
-    rescale_step();
-    const int last = ring + n_tiles - 1;
-    tile::mbar_wait(sm.v_full(stage_of(last)), parity_of(last));
-    issue_pv_any(last, bp.nb_end - 1);
-    tile::wgmma_wait<0>();
-    release(sm.v_empty(stage_of(last)));
-  }
-  ring += n_tiles;
-  if (l_on_tensor_cores) {
-    sm_state[0].row_sum[0] = l4[0];
-    sm_state[0].row_sum[1] = l4[2];
-  }
-
-  // ---- epilogue ----
-  // l on the tensor cores is the whole row's sum in every lane of the quad; lane sums are combined here.
-  if (!l_on_tensor_cores) sm_state[0].finalize();
-  if constexpr (!kGuard) {
-    // A NaN can reach a row that does not see its key only through a boundary tile (0 * NaN in the MMA),
-    // and then some accumulator of the block is NaN: flag the block (the runner cleared the flags) for the
-    // guarded instantiation, which rewrites all of its rows.
-    if (p.redo_list && p.guard_values) {
-      bool nan = false;
-#pragma unroll
-      for (int i = 0; i < Tr::kNTilesO; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
-      if (__any_sync(0xffffffffu, nan) && lane == 0) flag_for_redo(p, id);
+    // The next work tile's slot is read before this tile's last P~ V: its wait and loads run beside the
+    // products instead of after the epilogue, behind its O stores (2.7 % in geometric mean, 6 % at d = 64:
+    // docs/cuda-kernel-v2.md).
+    long long id_next;
+    BlockPlace bp_next;
+    const bool more = take_work(sm, smem, work, w + 1, id_next, bp_next);
+    if (n_tiles > 0) {
+      rescale_step();
+      const int last = ring + n_tiles - 1;
+      issue_pv_at(last, bp, bp.nb_end - 1);
+      tile::wgmma_wait<0>();
+      release(sm.v_empty(stage_of(last)));
     }
-  } else {
-    // Steps 2b-2d of value_nan_guard.h: the NaN bit maps of the boundary V tiles, read again from global
-    // memory into the (now idle) K ring, ORed per row over the keys the row sees, then a = NaN there.
-    using G = typename Tr::Guard;
-    const int ctid = threadIdx.x - 128;
-    auto* tile_map = reinterpret_cast<uint32_t*>(smem + Tr::kOffK);
-    auto* row_map = tile_map + Tr::kBlockN * nan_guard::kWords<G>;
-    const auto* v_g = static_cast<const unsigned char*>(p.v) +
-                      (static_cast<long long>(bp.b) * p.v_stride[0] + static_cast<long long>(bp.h_kv) * p.v_stride[1]) * 2;
-    const int v_row = static_cast<int>(p.v_stride[2] * 2);
-    tile::named_barrier_sync(1, G::kNThreads);  // every consumer is done with the ring
-    nan_guard::clear_rows<G>(row_map, ctid);
-    for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb) {
-      if (!bp.mask.needs_mask(nb)) continue;
-      tile::named_barrier_sync(1, G::kNThreads);
-      nan_guard::map_tile<G>(v_g, v_row, nb * Tr::kBlockN, bp.mask.kv_len, tile_map, ctid);
-      tile::named_barrier_sync(1, G::kNThreads);
-      nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
-    }
-    tile::named_barrier_sync(1, G::kNThreads);
-    nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
-    // The maps were ordinary stores; the next tile's K arrives by TMA (the async proxy) once every
-    // consumer warp has arrived here.
-    tile::fence_proxy_async_shared();
-    release(sm.scratch_free());
+    ring += n_tiles;
+    finish(bp, id);
+    if (!more) break;
+    ++w;
+    id = id_next;
+    bp = bp_next;
   }
-  store_rows<Tr>(p, bp, acc[0], sm_state[0], row_g, t);
 }
 
 }  // namespace v2
@@ -459,7 +533,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
     }
     for (int s = 0; s < 2; ++s) {
       tile::mbar_init(sm.work_full(s), 1);
-      tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers);
+      tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers + 1);  // the consumer warps and the Q thread
     }
     tile::mbar_init(sm.scratch_free(), 4 * Tr::kConsumers);
     tile::fence_barrier_init();
@@ -474,22 +548,11 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     tile::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_q, &tm_k, &tm_v, work);
+    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_k, &tm_v, work);
+    if (threadIdx.x == 32) v2::produce_q<Tr>(sm, smem, &tm_q, work);
   } else {
     tile::setmaxnreg_inc<Tr::kConsumerRegs>();
-    int ring = 0;
-#pragma unroll 1
-    for (int w = 0;; ++w) {
-      tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-      long long id;
-      asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-      BlockPlace bp{};
-      if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-      __syncwarp();  // the slot is read before it is released
-      if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
-      if (id >= work.total) break;
-      v2::consume<Tr, kGuard>(p, sm, smem, bp, id, wg - 1, w, ring);
-    }
+    v2::consume<Tr, kGuard>(p, sm, smem, work, wg - 1);
   }
 }
 
