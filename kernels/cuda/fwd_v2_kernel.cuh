@@ -143,6 +143,19 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, 
   for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_load_4d(dst + pn * panel_bytes, map, full, pn * 64, row0, h, b);
 }
 
+// Reads work slot w once the producer has filled it: the tile's id, and its place when it is one (the
+// id is work.total or more when the block has no more work). The caller releases the slot.
+template <typename Tr>
+__device__ __forceinline__ long long read_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work,
+                                               int w, BlockPlace& bp) {
+  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+  long long id;
+  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+  bp = BlockPlace{};
+  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+  return id;
+}
+
 // The K and V tiles of one work tile, from ring position i on (advanced past them).
 template <typename Tr>
 __device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
@@ -203,22 +216,14 @@ __device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned cha
                                           const WorkTiles& work) {
 #pragma unroll 1
   for (int w = 0;; ++w) {
-    tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-    long long id;
-    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-    int m0 = 0, h = 0, b = 0;
-    if (id < work.total) {
-      const auto& bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-      m0 = bp.m0;
-      h = bp.h;
-      b = bp.b;
-    }
+    BlockPlace bp;
+    const long long id = read_work(sm, smem, work, w, bp);
     tile::mbar_arrive(sm.work_empty(w % 2));
     if (id >= work.total) break;
 #pragma unroll
-    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, m0, h, b);
+    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, bp.m0, bp.h, bp.b);
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
-    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, m0, h, b);
+    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
   }
 }
 
@@ -298,14 +303,11 @@ __device__ __forceinline__ void flag_for_redo(const FwdParams& p, long long id) 
   if (atomicCAS(p.redo_flags + id, 0u, 1u) == 0u) p.redo_list[1 + atomicAdd(p.redo_list, 1u)] = static_cast<unsigned>(id);
 }
 
-// Takes work slot w: the tile's id and place; false when the block has no more work.
+// Takes work slot w for a consumer warp: the tile's id and place; false when the block has no more work.
 template <typename Tr>
 __device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
                                           long long& id, BlockPlace& bp) {
-  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-  bp = BlockPlace{};
-  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+  id = read_work(sm, smem, work, w, bp);
   __syncwarp();  // the slot is read before it is released
   if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
   return id < work.total;
