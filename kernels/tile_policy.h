@@ -145,15 +145,16 @@ constexpr TileList all_tiles() {
 // dims: 128 query rows per block (two consumer warpgroups of 64 rows, and a producer warpgroup: 12 warps;
 // at d = 64 also a 192-row tile, v2_tall_tile below),
 // Bc keys per tile in a ring of K and V buffers, one online-softmax step per tile. Bc = 128 where S (64
-// registers) fits beside O; at d = 256 O takes 128 registers and Bc = 64. The ring is as deep as shared
-// memory allows (Q + stages x (K + V) = 144 / 224 / 192 KiB of the 227), so that the producer runs ahead
-// across work tiles.
+// registers) fits beside O; at d = 256 O takes 128 registers and Bc = 80, FlashAttention-3's tile (S in
+// 40 registers; 1.03x the 64-key tile there in geometric mean, bf16 and fp16, H200: docs/cuda-kernel-v2.md).
+// The ring is as deep as shared memory allows (Q + stages x (K + V) = 144 / 224 / 224 KiB of the 227), so
+// that the producer runs ahead across work tiles.
 inline constexpr int kV2HeadDims[] = {64, 128, 256};
 inline constexpr int kNumV2HeadDims = sizeof(kV2HeadDims) / sizeof(kV2HeadDims[0]);
 constexpr TileShape v2_tile(int d) {
   return d == 64    ? TileShape{128, 128, 12, 4}
          : d == 128 ? TileShape{128, 128, 12, 3}
-         : d == 256 ? TileShape{128, 64, 12, 2}
+         : d == 256 ? TileShape{128, 80, 12, 2}
                     : TileShape{0, 0, 0};
 }
 constexpr bool is_v2_head_dim(int d) { return v2_tile(d).m != 0; }

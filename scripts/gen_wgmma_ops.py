@@ -7,7 +7,7 @@ loop, so the lists are written out here (as CUTLASS and TensorRT-LLM do). Run af
 """
 
 TYPES = [("WgmmaF16", "f16"), ("WgmmaBF16", "bf16")]
-SS_N = [64, 128]        # S = Q K^T: N = the key tile
+SS_N = [64, 80, 128]       # S = Q K^T: N = the key tile
 RS_TRANS_N = [64, 128, 256]  # O += P~ V: N = the head dim, V stored N-major (transposed B)
 
 

@@ -309,10 +309,9 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   // (FwdParams::scheduler_bytes).
   long long words = 1;
   const long long tiles = work_tile_count(fp, lp.tile_m);
-  if (fp.guard_values) {
-    if (tiles >= (1LL << 31)) return fail(FC_ERR_UNSUPPORTED, "cuda-v2: %lld work tiles (at most 2^31 - 1)", tiles);
-    words += 1 + 2 * tiles;
-  }
+  // The kernel numbers work tiles in 32 bits (tile_scheduler.h): 2^31 of them would need a Q of 2^38 elements.
+  if (tiles >= (1LL << 31)) return fail(FC_ERR_UNSUPPORTED, "cuda-v2: %lld work tiles (at most 2^31 - 1)", tiles);
+  if (fp.guard_values) words += 1 + 2 * tiles;
   DeviceAlloc scheduler(stream);
   fp.scheduler_bytes = static_cast<size_t>(words) * sizeof(unsigned);
   FC_CUDA_TRY(scheduler.alloc(fp.scheduler_bytes));

@@ -89,11 +89,13 @@ struct FwdV2Traits {
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
   // Registers: setmaxnreg moves them within the block's allocation at launch (the 64K over its threads,
   // in steps of 8: 168 each for 384 threads, 128 for 512); 32 for the producer (it computes each work
-  // tile's place; with 24 it spilled), the rest to the consumers: 232 each for two consumer warpgroups,
-  // 160 for three. (A producer of 32 with two consumers of 240 asks for more than the block holds:
-  // setmaxnreg.inc then waits for ever, as a first build did on the H200.)
+  // tile's place), the rest to the consumers: 232 each for two consumer warpgroups, 160 for three. At
+  // d = 256 the 128 x 80 tile's consumers need 240 (at 232 they spilled 120 bytes), so its producer has 24,
+  // the most the block leaves it (a producer of 32 with two consumers of 240 asks for more than the block
+  // holds: setmaxnreg.inc then waits for ever, as a first build did on the H200); at 24 it spills nothing
+  // only with the place in 32-bit arithmetic and read back from its work slot for the loads.
   static constexpr int kLaunchRegs = (65536 / kNThreads) / 8 * 8;
-  static constexpr int kProducerRegs = 32;
+  static constexpr int kProducerRegs = kHeadDim == 256 ? 24 : 32;
   static constexpr int kConsumerRegs = ((kLaunchRegs * kNThreads - kProducerRegs * 128) / (128 * kConsumers)) / 8 * 8;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kNThreads,
                 "setmaxnreg cannot hand out more registers than the block was launched with");
@@ -143,19 +145,6 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, 
   for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_load_4d(dst + pn * panel_bytes, map, full, pn * 64, row0, h, b);
 }
 
-// Reads work slot w once the producer has filled it: the tile's id, and its place when it is one (the
-// id is work.total or more when the block has no more work). The caller releases the slot.
-template <typename Tr>
-__device__ __forceinline__ long long read_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work,
-                                               int w, BlockPlace& bp) {
-  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-  long long id;
-  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-  bp = BlockPlace{};
-  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-  return id;
-}
-
 // The K and V tiles of one work tile, from ring position i on (advanced past them).
 template <typename Tr>
 __device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
@@ -183,27 +172,24 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
                                         const CUtensorMap* tm_k, const CUtensorMap* tm_v, const WorkTiles& work) {
   int i = 0;
 #pragma unroll 1
-  for (int w = 0;; ++w) {
+  for (unsigned w = 0;; ++w) {
     // Hand the next work id and its place to the consumers and the Q thread (slot w % 2, free once they
-    // have read its use w - 2). The place (head, rows, key tiles, mask summary) takes 64-bit and run-time
-    // divisions, a few hundred instructions of dependent integer work: here once per tile, ahead of the
+    // have read its use w - 2). The place (head, rows, key tiles, mask summary) takes run-time divisions,
+    // a few hundred instructions of dependent integer work: here once per tile, ahead of the
     // consumers, instead of in each of their 256 threads between one tile's epilogue and the next tile's
     // first scores.
     const long long id = work.next(p, w);
     const bool last = id >= work.total;
     if (w >= 2) tile::mbar_wait(sm.work_empty(w % 2), ((w / 2) - 1) & 1);
     asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(sm.work_id(w % 2)), "l"(id) : "memory");
-    BlockPlace bp{};
-    if (!last) {
-      bp = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
-      *reinterpret_cast<BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base)) = bp;
-    }
+    auto* slot = reinterpret_cast<BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+    if (!last) *slot = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
     tile::mbar_arrive(sm.work_full(w % 2));  // release: the readers' wait sees the id and the place
     if (last) break;
     // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K and V
     // wait until they are done.
     if (work.redo && w > 0) tile::mbar_wait(sm.scratch_free(), (w - 1) & 1);
-    produce_keys(sm, tm_k, tm_v, bp, i);
+    produce_keys(sm, tm_k, tm_v, *slot, i);
   }
 }
 
@@ -216,14 +202,22 @@ __device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned cha
                                           const WorkTiles& work) {
 #pragma unroll 1
   for (int w = 0;; ++w) {
-    BlockPlace bp;
-    const long long id = read_work(sm, smem, work, w, bp);
+    tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+    long long id;
+    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+    int m0 = 0, h = 0, b = 0;
+    if (id < work.total) {
+      const auto& bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+      m0 = bp.m0;
+      h = bp.h;
+      b = bp.b;
+    }
     tile::mbar_arrive(sm.work_empty(w % 2));
     if (id >= work.total) break;
 #pragma unroll
-    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, bp.m0, bp.h, bp.b);
+    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, m0, h, b);
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
-    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
+    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, m0, h, b);
   }
 }
 
@@ -303,11 +297,14 @@ __device__ __forceinline__ void flag_for_redo(const FwdParams& p, long long id) 
   if (atomicCAS(p.redo_flags + id, 0u, 1u) == 0u) p.redo_list[1 + atomicAdd(p.redo_list, 1u)] = static_cast<unsigned>(id);
 }
 
-// Takes work slot w for a consumer warp: the tile's id and place; false when the block has no more work.
+// Takes work slot w: the tile's id and place; false when the block has no more work.
 template <typename Tr>
 __device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
                                           long long& id, BlockPlace& bp) {
-  id = read_work(sm, smem, work, w, bp);
+  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+  bp = BlockPlace{};
+  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
   __syncwarp();  // the slot is read before it is released
   if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
   return id < work.total;
@@ -327,9 +324,10 @@ template <typename Tr, bool kGuard>
 __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
                                         const WorkTiles& work, int wg) {
   using ET = typename Tr::ET;
-  const int lane = threadIdx.x % 32;
   const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
-  const int g = lane / 4, t = lane % 4;
+  // The lane's quad and place in it. (No lane index is held: the releases elect their lane, and at d = 256's
+  // 240 registers the guarded kernel spilled a held one.)
+  const int g = (threadIdx.x / 4) % 8, t = threadIdx.x % 4;
   const bool l_on_tensor_cores = !p.l_from_fp32_p;
   const float c = p.scale_log2;
   auto row_of = [&](const BlockPlace& bp) { return bp.m0 + 64 * wg + 16 * warp + g; };
@@ -400,7 +398,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   };
   auto release = [&](uint32_t bar) {  // one arrival per consumer warp
     __syncwarp();
-    if (lane == 0) tile::mbar_arrive(bar);
+    if (tile::elect_one()) tile::mbar_arrive(bar);
   };
   // The epilogue of work tile (id, bp), whose products are all in acc and l4.
   auto finish = [&](const BlockPlace& bp, long long id) {
@@ -422,7 +420,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
         for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
-        if (__any_sync(0xffffffffu, nan) && lane == 0) flag_for_redo(p, id);
+        if (__any_sync(0xffffffffu, nan) && tile::elect_one()) flag_for_redo(p, id);
       }
     } else {
       // Steps 2b-2d of value_nan_guard.h: the NaN bit maps of the boundary V tiles, read again from global

@@ -69,17 +69,13 @@ struct RowMask {
 
   // Half-open key range [lo, hi) that rows [row_first, row_last] can reach (may be empty).
   __host__ __device__ void key_range(int row_first, int row_last, int& lo, int& hi) const {
-    long long l = 0, h = kv_len;
-    if (has_window) {
-      const long long wl = static_cast<long long>(row_first) + offset - left;
-      const long long wh = static_cast<long long>(row_last) + offset + right + 1;
-      l = wl > l ? wl : l;
-      h = wh < h ? wh : h;
-    }
-    if (h < l) h = l;
-    lo = static_cast<int>(l);
-    hi = static_cast<int>(h);
+    // From the saturated band: the same range as from offset, left and right, in 32 bits (an empty range
+    // may start elsewhere: its start is not used).
+    lo = has_window ? max(row_first + band_lo, 0) : 0;
+    hi = has_window ? min(row_last + band_hi, kv_len) : kv_len;
+    if (hi < lo) hi = lo;
   }
+
 
   // True when some element of the tile rows [row_first, row_last] x keys [col_first, col_last] may be
   // masked out, i.e. the tile cannot take the mask-free path.
@@ -107,18 +103,20 @@ struct BlockMask {
   __device__ __forceinline__ static BlockMask make(const RowMask& m, int row_first, int row_last, int block_n) {
     BlockMask bm;
     bm.kv_len = m.kv_len;
-    long long lo = 0, hi = m.kv_len / block_n;  // tiles entirely below kv_len
+    int lo = 0, hi = m.kv_len / block_n;  // tiles entirely below kv_len
     if (m.has_window) {
-      // interior iff n0 >= row_last + off - left and n0 + block_n - 1 <= row_first + off + right
-      const long long a = static_cast<long long>(row_last) + m.offset - m.left;
+      // interior iff n0 >= row_last + off - left and n0 + block_n - 1 <= row_first + off + right, from the
+      // saturated band (32-bit; where it saturates, the interior is empty or unbounded on that side as
+      // with the exact bounds)
+      const int a = row_last + m.band_lo;
       if (a > 0) lo = (a + block_n - 1) / block_n;
-      const long long b = static_cast<long long>(row_first) + m.offset + m.right + 1;  // n0 + block_n <= b
-      const long long bh = b >= 0 ? b / block_n : -1;
+      const int b = row_first + m.band_hi;  // n0 + block_n <= b
+      const int bh = b >= 0 ? b / block_n : -1;
       hi = bh < hi ? bh : hi;
     }
     if (m.dense) hi = lo;  // every tile is checked element-wise
-    bm.full_lo = static_cast<int>(lo);
-    bm.full_hi = static_cast<int>(hi < lo ? lo : hi);
+    bm.full_lo = lo;
+    bm.full_hi = hi < lo ? lo : hi;
     return bm;
   }
   __device__ __forceinline__ bool needs_mask(int nb) const { return nb < full_lo || nb >= full_hi; }

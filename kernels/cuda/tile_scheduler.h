@@ -47,10 +47,12 @@ struct WorkTiles {
   }
   template <int kBlockM, int kBlockN>
   __device__ BlockPlace place(const FwdParams& p, long long id) const {
-    const int bx = static_cast<int>(id % row_blocks);
-    const long long rest = id / row_blocks;
-    return place_block<kBlockM, kBlockN>(p, bx, static_cast<int>(rest % heads_splits),
-                                         static_cast<int>(rest / heads_splits));
+    // 32-bit: the runner refuses 2^31 work tiles or more (a Q of at least 2^38 elements), and a 64-bit
+    // division is a call of dozens of instructions and registers in the producer's few.
+    const unsigned u = static_cast<unsigned>(id), rows = static_cast<unsigned>(row_blocks);
+    const unsigned rest = u / rows, hs = static_cast<unsigned>(heads_splits);
+    return place_block<kBlockM, kBlockN>(p, static_cast<int>(u - rest * rows), static_cast<int>(rest % hs),
+                                         static_cast<int>(rest / hs));
   }
 };
 
