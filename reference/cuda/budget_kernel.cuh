@@ -17,9 +17,8 @@
 // units of double rounding: tests/gpu/oracle_agreement_test.cpp holds the two budgets to 1e-9.
 #pragma once
 
-#include <type_traits>
-
 #include "reference/budget_terms.h"
+#include "reference/cuda/budget_column_sums.cuh"
 #include "reference/cuda/oracle_common.cuh"
 
 namespace fc::gpu::detail {
@@ -40,14 +39,12 @@ __global__ void key_v_range_kernel(Shape s, double* key_vmax, double* key_vmin) 
   }
 }
 
-// fp32 -> tf32, round to nearest even (the tf32 operands of the tf32 recipe), as reference/formats.h.
-__device__ __forceinline__ double round_tf32(double x) {
-  const float f = static_cast<float>(x);  // x is an fp32 value
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u) return x;  // inf / NaN
-  u += 0x0fffu + ((u >> 13) & 1u);
-  u &= ~0x1fffu;
-  return static_cast<double>(__uint_as_float(u));
+// The two-kernel form's copy of V (BudgetWeights::v64): every stored value as a double, so that the sums
+// kernel's chunks can be copied asynchronously, ahead of their sums.
+__global__ void stored_v_kernel(Shape s, double* v64) {
+  const int64_t n = int64_t(s.batch) * s.heads_kv * s.n_k * s.dv;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < n; x += int64_t(gridDim.x) * blockDim.x)
+    v64[x] = load_stored(s.in, s.v, x);
 }
 
 // The per-row operand of R (what bounds a score's accumulation error) from a stored Q or K value: the
@@ -90,6 +87,12 @@ __device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, 
   return bp.sgn * dot;
 }
 
+// The two-kernel form: a key's weights, zero where the row does not see it (the sums kernel copies a
+// chunk's weights whole, ahead of its sums, and reads those of the keys the row sees).
+__device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j) {
+  for (int p = 0; p < kWeightPlanes; ++p) wts.w[p * wts.slots * n_k + slot * n_k + j] = 0.0;
+}
+
 // Keys per sweep-3 segment at most: whole tiles of at most this many keys (the host refuses wider steps).
 inline constexpr int kMaxSegment = 128;
 __host__ __device__ constexpr int segment_keys(int tile_n) {
@@ -106,16 +109,24 @@ struct WarpKeys {
 __host__ __device__ constexpr size_t budget_warp_bytes(int d) {
   return smem_align(sizeof(WarpKeys)) + smem_align(2 * sizeof(double) * size_t(d));
 }
-// The staged K (stored units), its r_operand when staged, V (stored units), then the warps' regions.
-__host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool staged_k2) {
-  return staged_k_bytes(d) * (staged_k2 ? 2 : 1) + staged_v_bytes(dv) + size_t(rows) * budget_warp_bytes(d);
+// The staged K (stored units; not in the weights kernel when the score kernel filled the cache), its
+// r_operand when staged, V (stored units; not in the weights kernel, which has no column sums), then the
+// warps' regions.
+__host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool staged_k2, bool with_v = true,
+                                                 bool with_k = true) {
+  return (with_k ? staged_k_bytes(d) * (staged_k2 ? 2 : 1) : 0) + (with_v ? staged_v_bytes(dv) : 0) +
+         size_t(rows) * budget_warp_bytes(d);
 }
 
 // kOpRound and kLFp32 are bp.op_round and bp.l_fp32 as constants: the third sweep's per-column loop
 // runs once per (row, key, column), and with them known it loses their terms, branches and registers
 // (the tf32 operand term and the FA-2 convention's sums are rare; the common recipes take neither).
-template <bool kStagedK2, bool kOpRound, bool kLFp32>
-__global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out) {
+// kSplit: the weights kernel of the two-kernel form (oracle_types.h BudgetWeights): the third sweep stops
+// at the weights, which it writes with the row's terms for budget_sums_kernel, and the column sums and
+// element bounds are that kernel's; the LSE bound stays here.
+template <bool kStagedK2, bool kOpRound, bool kLFp32, bool kSplit>
+__global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPerBlock), kSplit ? 3 : 1)
+    budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts) {
   BudgetParams bp = bp_arg;
   bp.op_round = kOpRound;
   bp.l_fp32 = kLFp32;
@@ -126,7 +137,7 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
   double* kT = reinterpret_cast<double*>(base);
   double* k2T = reinterpret_cast<double*>(base + staged_k_bytes(s.d));  // used when kStagedK2
   double* vS = reinterpret_cast<double*>(base + staged_k_bytes(s.d) * (kStagedK2 ? 2 : 1));
-  unsigned char* mine = base + budget_smem(s.d, s.dv, warp, kStagedK2);
+  unsigned char* mine = base + budget_smem(s.d, s.dv, warp, kStagedK2, !kSplit, !(kSplit && in.scores_filled));
   WarpKeys& wk = *reinterpret_cast<WarpKeys*>(mine);
   double* qs = reinterpret_cast<double*>(mine + smem_align(sizeof(WarpKeys)));
   double* q2 = qs + s.d;
@@ -142,16 +153,22 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
   const int64_t r = br.r0 + warp, lr = r - s.row0;  // global row, row in this pass's workspace
   const int64_t o0 = lr * s.dv;
   const double inf = HUGE_VAL;
+  const int64_t slot = int64_t(blockIdx.x) * s.rows_per_block + warp;  // kSplit: this row's BudgetWeights slot
+  if constexpr (kSplit) {
+    // The words the sums kernel reads for this row start cleared; the third sweep sets the visible keys'.
+    for (int64_t w = chunk_floor(br.lo) / kChunk + lane; w < (br.hi + kChunk - 1) / kChunk; w += 32) {
+      wts.visible[slot * wts.words + w] = 0u;
+      wts.p_sub[slot * wts.words + w] = 0u;
+    }
+    if (lane == 0) {  // whole, so that the sums kernel's read of a row it skips reads written bytes
+      RowTerms skip{};
+      skip.state = kRowSkip;
+      wts.rows[slot] = skip;
+    }
+  }
 
   auto write_row = [&](int c, double ob, double obp, double sa) {
-    if (bp.merge_max) {
-      out.o_bound[o0 + c] = fmax(out.o_bound[o0 + c], ob);
-      out.o_bound_prob[o0 + c] = fmax(out.o_bound_prob[o0 + c], obp);
-    } else {
-      out.o_bound[o0 + c] = ob;
-      out.o_bound_prob[o0 + c] = obp;
-    }
-    out.scale_a[o0 + c] = sa;
+    write_bound(out, o0 + c, ob, obp, sa, bp.merge_max);
   };
   auto write_lse = [&](double lb, double lbp) {
     if (lane != 0) return;
@@ -328,34 +345,19 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
   const int splits = bp.splits_known > 0 ? bp.splits_known : max(T, 1);
   const int merge = budget::merge_roundings(splits, bp.fa1);
   const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
-  const budget::PvMode pv_mode = !bp.tc           ? budget::PvMode::sequential
-                                 : bp.tile_unknown ? budget::PvMode::tensor_core_any_tile
-                                 : bp.two_level    ? budget::PvMode::tensor_core_two_level
-                                                   : budget::PvMode::tensor_core;
   const int seg = segment_keys(bp.tile_n);
 
   // Sweep 3, once per column group: per segment of whole tiles, the scores, the tile walk, the weights per
   // key and the sums per column.
-  for (int g0 = 0; g0 < s.dv; g0 += 32 * kBudgetCols) {
+  for (int g0 = 0; g0 < (kSplit ? 1 : s.dv); g0 += 32 * kBudgetCols) {
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
-    // p2: the probabilistic model's sum of squares, of the centred terms (l from rounded P) or of the
-    // P-rounding terms (l in fp32); one register set serves both.
-    double num[kBudgetCols], num_det[kBudgetCols], p2[kBudgetCols], tp[kBudgetCols], tp_det[kBudgetCols],
-        A[kBudgetCols], W[kBudgetCols], vop[kBudgetCols], excess[kBudgetCols],
-        O[kBudgetCols], oe[kBudgetCols];
-    int nz_keys[kBudgetCols], nz_blocks[kBudgetCols], nz_tile_blocks[kBudgetCols], nz_max_tile_blocks[kBudgetCols],
-        last_blk[kBudgetCols], last_tile[kBudgetCols];
-    for (int cc = 0; cc < kBudgetCols; ++cc) {
-      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = A[cc] = W[cc] = vop[cc] = 0;
-      excess[cc] = 0;
-      nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
-      last_blk[cc] = last_tile[cc] = -1;
-      const int c = g0 + lane + 32 * cc;
-      O[cc] = !idle && c < s.dv ? in.o_ref[o0 + c] : 0.0;
-      oe[cc] = !idle && c < s.dv ? in.o_err[o0 + c] : 0.0;
-    }
+    ColumnSums<kBudgetCols> cs;
+    if constexpr (!kSplit) cs.start(in, o0, g0 + lane, s.dv, !idle);
     int T_seen = 0, prefix = 0, cur_tile = -1;
     double run_prev = -inf, cur_run = -inf;
+    if constexpr (kSplit)  // the keys before the first segment that the sums kernel's first chunk holds
+      for (int64_t j = chunk_floor(br.lo) + lane; j < (br.lo / seg) * seg; j += 32)
+        split_zero_weights(wts, slot, s.n_k, j);
     for (int64_t s0 = (br.lo / seg) * seg; s0 < br.hi; s0 += seg) {
       const int ns = int(min(int64_t(seg), br.hi - s0));
       // The segment's scores.
@@ -429,9 +431,11 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
       // Weights per key and sums per column, chunk by chunk.
       for (int c0 = 0; c0 < ns; c0 += kChunk) {
         const int nc = min(kChunk, ns - c0);
-        __syncthreads();
-        stage_v(s, br, s0 + c0, nc, vS, stored);
-        __syncthreads();
+        if constexpr (!kSplit) {
+          __syncthreads();
+          stage_v(s, br, s0 + c0, nc, vS, stored);
+          __syncthreads();
+        }
         const unsigned visible_lanes = seg_visible[c0 / kChunk];
         const int x = c0 + lane;
         bool p_sub = false, small_v = false;
@@ -457,105 +461,64 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
           wk.whi[lane] = wi.whi;
           wk.err_c[lane] = wi.err_c;
           wk.err_c_det[lane] = wi.err_c_det;
-          wk.ep[lane] = E * exp(eta);
+          const double ep = E * exp(eta);
+          wk.ep[lane] = ep;
           wk.zeta[lane] = uf.zeta;
           small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
+          if constexpr (kSplit) {
+            const int64_t plane = wts.slots * s.n_k;
+            double* w = wts.w + slot * s.n_k + s0 + x;
+            w[0] = E;
+            w[plane] = wi.whi;
+            w[2 * plane] = wi.err_c;
+            w[3 * plane] = wi.err_c_det;
+            w[4 * plane] = ep;
+            w[5 * plane] = uf.zeta;
+          }
+        }
+        if constexpr (kSplit) {
+          if (lane < nc && !(visible_lanes >> lane & 1u)) split_zero_weights(wts, slot, s.n_k, s0 + x);
+          // The chunk's bits at their keys' places (a chunk starts at a multiple of 32 only where the step
+          // is one); only words with a visible key are touched, and those the prologue cleared.
+          const unsigned p_sub_lanes = __ballot_sync(0xffffffffu, p_sub);
+          if (lane == 0 && visible_lanes) {
+            const int64_t j = s0 + c0, at = slot * wts.words + j / kChunk;
+            const int sh = int(j % kChunk);
+            if (visible_lanes << sh) {
+              wts.visible[at] |= visible_lanes << sh;
+              wts.p_sub[at] |= p_sub_lanes << sh;
+            }
+            if (sh && visible_lanes >> (kChunk - sh)) {
+              wts.visible[at + 1] |= visible_lanes >> (kChunk - sh);
+              wts.p_sub[at + 1] |= p_sub_lanes >> (kChunk - sh);
+            }
+          }
+          continue;
         }
         // Per key of the chunk (bit t): a subnormal P, and whether some column may add to the excess.
         const unsigned p_sub_keys = __ballot_sync(0xffffffffu, p_sub);
         const unsigned excess_keys = bp.tc ? __ballot_sync(0xffffffffu, p_sub || small_v) : 0u;
         // A chunk whose keys have no zero in V counts the same keys and blocks in every column: with the
-        // chunk in one tile (aligned), each column's counts then advance once per chunk below.
+        // chunk in one tile (aligned), each column's counts then advance once per chunk.
         const bool x_vis = visible_lanes >> lane & 1u;
         const bool uniform = aligned && !__any_sync(0xffffffffu, x_vis && in.key_vmin[kv0 + s0 + x] == 0);
         __syncwarp();
-        // §3.9 counts and the centred sums: this loop runs once per (row, key, column), so it comes in two
-        // copies, with the per-key counts (a chunk with a zero in V) and without them (the common case,
-        // whose counts advance once per chunk below), and the excess (rare: subnormal P or small V) is a
-        // warp-uniform branch per key of its own.
-        // The columns past dv (a partial last group) take V = 0 and are never written: every column slot
-        // runs the same instructions, so the four columns' chains interleave instead of waiting on each
-        // other behind a bounds branch.
-        bool in_cols[kBudgetCols];
-        for (int cc = 0; cc < kBudgetCols; ++cc) in_cols[cc] = g0 + lane + 32 * cc < s.dv;
-        auto key_sums = [&](auto with_counts) {
-          constexpr bool kCounts = decltype(with_counts)::value;
-          for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {  // the visible keys, ascending
-            const int t = __ffs(keys) - 1;
-            const double E = wk.E[t], whi = wk.whi[t], ec = wk.err_c[t], ecd = wk.err_c_det[t], ep = wk.ep[t],
-                         zeta = wk.zeta[t];
-            double vs[kBudgetCols];  // stored units
-#pragma unroll
-            for (int cc = 0; cc < kBudgetCols; ++cc) vs[cc] = in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0;
-            if (excess_keys >> t & 1u) {  // some column may add to the excess (warp-uniform, rare)
-              const bool p_sub = p_sub_keys >> t & 1u;
-              for (int cc = 0; cc < kBudgetCols; ++cc)
-                if (vs[cc] * s.vd != 0 && (p_sub || fabs(vs[cc]) < bp.mn_op))
-                  excess[cc] = fmax(excess[cc], fmax(whi, bp.mn_p / bp.S) * align_mag(vs[cc], bp.mn_op) * s.vd);
-            }
-#pragma unroll
-            for (int cc = 0; cc < kBudgetCols; ++cc) {
-              const double v = vs[cc] * s.vd;
-              if constexpr (kCounts) {
-                if (v != 0) {
-                  const int tile = wk.tile[c0 + t], blk = wk.blk[c0 + t];
-                  ++nz_keys[cc];
-                  const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
-                  if (new_tile) {
-                    nz_tile_blocks[cc] = 0;
-                    last_tile[cc] = tile;
-                  }
-                  if (new_tile || blk != last_blk[cc]) {
-                    ++nz_blocks[cc];
-                    nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
-                    last_blk[cc] = blk;
-                  }
-                }
-              }
-              const double dv_ = fabs(v - O[cc]) + oe[cc];
-              num[cc] += ec * dv_;
-              num_det[cc] += ecd * dv_;
-              A[cc] += E * fabs(v);
-              W[cc] += whi * fabs(v);
-              if (bp.op_round) vop[cc] += whi * fabs(round_tf32(v) - v);
-              if (!bp.l_fp32) {
-                p2[cc] += (ep * dv_) * (ep * dv_);
-              } else {
-                tp[cc] += (bp.uP * ep + zeta) * fabs(v);
-                tp_det[cc] += zeta * fabs(v);
-                p2[cc] += (ep * v) * (ep * v);
-              }
-            }
-          }
+        // §3.9 counts and the centred sums (budget_column_sums.cuh): this loop runs once per (row, key,
+        // column), so it comes in copies, with the per-key counts (a chunk with a zero in V) and without.
+        auto weights = [&](int t) {
+          return KeyWeights{wk.E[t], wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
         };
-        if (uniform) key_sums(std::false_type{});
-        else key_sums(std::true_type{});
-        if (uniform && visible_lanes) {
-          // The chunk's m visible keys, all in tile `tile`: the first starts a block in a column unless it
-          // continues that column's last block; each later one starts a block when its block differs from
-          // the previous visible key's.
-          const int tile = int(s0 / bp.tile_n), m = __popc(visible_lanes);
-          const int blk = (c0 + lane) / (bp.tc ? bp.block : 1);
-          const unsigned before = visible_lanes & ((1u << lane) - 1u);
-          const int prev_blk = __shfl_sync(0xffffffffu, blk, before ? 31 - __clz(before) : 0);
-          const int later_starts = __popc(__ballot_sync(0xffffffffu, x_vis && before && blk != prev_blk));
-          const int first_blk = __shfl_sync(0xffffffffu, blk, __ffs(visible_lanes) - 1);
-          const int last_key_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
-          for (int cc = 0; cc < kBudgetCols; ++cc) {
-            if (g0 + lane + 32 * cc >= s.dv) break;
-            nz_keys[cc] += m;
-            const bool new_tile = tile != last_tile[cc];
-            if (new_tile) {
-              nz_tile_blocks[cc] = 0;
-              last_tile[cc] = tile;
-            }
-            const int starts = (new_tile || first_blk != last_blk[cc] ? 1 : 0) + later_starts;
-            nz_blocks[cc] += starts;
-            nz_tile_blocks[cc] += starts;
-            nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], nz_tile_blocks[cc]);
-            last_blk[cc] = last_key_blk;
-          }
-        }
+        auto value = [&](int t, int cc) { return cs.in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0; };
+        auto place = [&](int t, int& tile, int& blk) {
+          tile = wk.tile[c0 + t];
+          blk = wk.blk[c0 + t];
+        };
+        if (uniform)
+          cs.template add_chunk<false, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+        else
+          cs.template add_chunk<true, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+        if (uniform && visible_lanes)
+          cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, int(s0 / bp.tile_n), c0, bp));
         __syncwarp();
       }
     }
@@ -587,34 +550,18 @@ __global__ void budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetO
     }
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
-    for (int cc = 0; cc < kBudgetCols; ++cc) {
-      const int c = g0 + lane + 32 * cc;
-      if (c >= s.dv) break;
-      if (outside) {
-        write_row(c, inf, inf, 0.0);
-        continue;
+    if (kSplit && lane == 0)
+      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, n, T, raises, merge,
+                                outside ? kRowOutside : kRowSums};
+    if constexpr (!kSplit) {
+      const RowBoundTerms rt{den, sumE, eps_l, eps_l_prob, floor_abs, fa1_tiles,
+                             int(n), T, raises, merge, pv_mode_of(bp)};
+      for (int cc = 0; cc < kBudgetCols; ++cc) {
+        const int c = g0 + lane + 32 * cc;
+        if (c >= s.dv) break;
+        if (outside) write_row(c, inf, inf, 0.0);
+        else cs.write(cc, rt, bp, out, o0, c);
       }
-      if (O[cc] != O[cc]) {
-        write_row(c, 0.0, 0.0, 0.0);
-        continue;
-      }
-      const double Tc = num[cc] / den, Tp = tp[cc] / den, Wn = W[cc] / den, Vop = vop[cc] / den;
-      const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
-      const double num_p2 = bp.l_fp32 ? 0.0 : p2[cc], tp2 = bp.l_fp32 ? p2[cc] : 0.0;
-      const double Tc_prob = budget::min2(Tc, (num_det[cc] + bp.lambda * bp.uP * sqrt(num_p2)) / den);
-      const double Tp_prob = budget::min2(Tp, (tp_det[cc] + bp.lambda * bp.uP * sqrt(tp2)) / den);
-      const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
-      auto eps_pv = [&](bool prob) {
-        return budget::pv_accumulation(pv_mode, counts, bp.step, int(n), T, raises, merge, fa1_tiles, prob, bp.lambda);
-      };
-      double ob = budget::element_bound(budget::ElementParts{fabs(O[cc]), oe[cc], Tc, Tp, Vop, eps_pv(false), Wn, Xn,
-                                                             eps_l, bp.eps_fin, bp.u_out, bp.out_abs, floor_abs, true});
-      double obp = budget::element_bound(budget::ElementParts{fabs(O[cc]), oe[cc], Tc_prob, Tp_prob, Vop, eps_pv(true),
-                                                              Wn, Xn, eps_l_prob, bp.eps_fin, bp.u_out, bp.out_abs,
-                                                              floor_abs, true});
-      if (ob != ob) ob = inf;  // far outside the model a term can be 0 * inf: no claim
-      if (obp != obp) obp = inf;
-      write_row(c, ob, obp, A[cc] / sumE);
     }
     if (g0 == 0) {
       double lb = inf, lbp = inf;

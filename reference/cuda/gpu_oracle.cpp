@@ -129,15 +129,18 @@ namespace {
 // The rows are judged in passes whose workspace stays under 2 GiB (FLASHCHECK_ORACLE_PASS_BYTES sets
 // another limit; the agreement test uses it to judge small problems in many passes): whole (batch,
 // head)s when they fit, else chunks of a head (multiples of kMaxRowsPerBlock rows, as the launches need).
-size_t pass_bytes() {
-  if (const char* e = std::getenv("FLASHCHECK_ORACLE_PASS_BYTES")) {
+// A byte count from the environment variable `name`, or `fallback` where it is not set.
+size_t env_bytes(const char* name, size_t fallback) {
+  if (const char* e = std::getenv(name)) {
     char* end = nullptr;
     const unsigned long long b = std::strtoull(e, &end, 10);
     if (end != e && *end == '\0') return size_t(b);
-    throw std::invalid_argument(std::string("GPU oracle: FLASHCHECK_ORACLE_PASS_BYTES = '") + e + "' is not a byte count");
+    throw std::invalid_argument(std::string("GPU oracle: ") + name + " = '" + e + "' is not a byte count");
   }
-  return size_t(2) << 30;
+  return fallback;
 }
+
+size_t pass_bytes() { return env_bytes("FLASHCHECK_ORACLE_PASS_BYTES", size_t(2) << 30); }
 
 size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 4 * sizeof(double); }
 
@@ -149,13 +152,7 @@ size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(do
 inline constexpr int64_t kMinCachedPassRows = 1024;
 size_t score_cache_per_row(const Problem& p) { return size_t(p.n_k) * kScoreCachePlanes * sizeof(double); }
 size_t score_cache_cap(size_t free_bytes) {
-  if (const char* e = std::getenv("FLASHCHECK_ORACLE_CACHE_BYTES")) {
-    char* end = nullptr;
-    const unsigned long long b = std::strtoull(e, &end, 10);
-    if (end != e && *end == '\0') return size_t(b);
-    throw std::invalid_argument(std::string("GPU oracle: FLASHCHECK_ORACLE_CACHE_BYTES = '") + e + "' is not a byte count");
-  }
-  return std::min(size_t(32) << 30, free_bytes / 4);
+  return env_bytes("FLASHCHECK_ORACLE_CACHE_BYTES", std::min(size_t(32) << 30, free_bytes / 4));
 }
 // The rows per pass the cache allows (0: no cache) under `cap` bytes.
 int64_t score_cache_rows(const Problem& p, size_t cap) {
@@ -166,6 +163,15 @@ int64_t score_cache_rows(const Problem& p, size_t cap) {
   if (fit >= rows) return rows;
   fit -= fit % kMaxRowsPerBlock;
   return fit >= kMinCachedPassRows ? fit : 0;
+}
+
+// The two-kernel budget's workspace (oracle_types.h BudgetWeights): optional like the cache, capped
+// apart (FLASHCHECK_ORACLE_SPLIT_BYTES, 0 = the single kernel; default 16 GiB and at most a quarter of
+// what is free once the cache is allocated): V as doubles, then the weights of as many blocks of rows as
+// fit, which is how many a launch takes. Where not even one block fits, or the allocation fails, the
+// single kernel runs.
+size_t split_cap(size_t free_bytes) {
+  return env_bytes("FLASHCHECK_ORACLE_SPLIT_BYTES", std::min(size_t(16) << 30, free_bytes / 4));
 }
 
 struct Pass {
@@ -219,9 +225,48 @@ namespace {
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores;
+      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores, split;
+  BudgetWeights weights{};  // over `split`, when it is allocated
   int vblocks = 0;
 };
+
+// The two-kernel budget's workspace for passes of at most pass_rows rows, where the cap allows one block
+// of rows at least; its bytes (0: the single kernel runs).
+size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
+  const int rows = budget_split_rows_per_block(p.d, p.dv);
+  if (rows == 0 || p.n_k == 0) return 0;
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  // V as doubles, then per row of a launch its weights, masks and terms.
+  const size_t v64 = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * sizeof(double);
+  const size_t cap = split_cap(free_b), per_row = budget_split_bytes_per_row(p.n_k);
+  if (cap <= v64) return 0;
+  // A pass's blocks: its rows in blocks of `rows`, plus a partial block where each of its heads ends.
+  const int64_t most = (pass_rows / rows + 2 + pass_rows / std::max<int64_t>(p.n_q, 1)) * rows;
+  int64_t slots = std::min<int64_t>(most, int64_t((cap - v64) / per_row));
+  slots -= slots % rows;
+  if (slots < rows) return 0;
+  const int64_t words = budget_split_words(p.n_k);
+  const size_t weights = size_t(slots) * size_t(p.n_k) * kWeightPlanes * sizeof(double);
+  const size_t masks = size_t(slots) * size_t(words) * sizeof(unsigned);
+  const size_t rows_b = size_t(slots) * sizeof(RowTerms);
+  const size_t bytes = weights + 2 * masks + rows_b + v64;
+  if (cudaMalloc(&w.split.ptr, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    w.split.ptr = nullptr;
+    return 0;
+  }
+  w.split.bytes = bytes;
+  unsigned char* base = static_cast<unsigned char*>(w.split.ptr);
+  w.weights.w = reinterpret_cast<double*>(base);
+  w.weights.visible = reinterpret_cast<unsigned*>(base + weights);
+  w.weights.p_sub = reinterpret_cast<unsigned*>(base + weights + masks);
+  w.weights.rows = reinterpret_cast<RowTerms*>(base + weights + 2 * masks);
+  w.weights.v64 = reinterpret_cast<const double*>(base + weights + 2 * masks + rows_b);
+  w.weights.slots = slots;
+  w.weights.words = words;
+  return bytes;
+}
 
 void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, int64_t pass_rows, Workspace& w) {
   w.s = shape_of(p, basis.options);
@@ -293,7 +338,7 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
       in.scores_filled = fill && !bp.op_round;
       if (in.scores_filled && !same) check(launch_scores(s, op, scores), "score kernel");
       filled_with = op;
-      check(launch_budget(s, bp, in, out), "budget kernel");
+      check(launch_budget(s, bp, in, out, w.split.ptr ? &w.weights : nullptr), "budget kernel");
       first = false;
     }
   check(cudaEventRecord(ev.e[2]), "event");
@@ -416,9 +461,11 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
       allocate(p, basis, t, max_pass_rows(passes), w);
     }
   }
+  result.timing.peak_device_bytes += allocate_split(p, max_pass_rows(passes), w);
   Events ev;
   check(cudaEventRecord(ev.e[0]), "event");
   check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
+  if (w.split.ptr) check(launch_stored_v(w.s, const_cast<double*>(w.weights.v64)), "stored V kernel");
   check(cudaEventRecord(ev.e[1]), "event");
   check(cudaEventSynchronize(ev.e[1]), "synchronize");
   result.timing.budget_s += ev.ms(0, 1) / 1e3;

@@ -85,8 +85,8 @@ __device__ __forceinline__ void row_key_range(const Shape& s, int64_t i, int64_t
   if (hi < lo) hi = lo;
 }
 
-__device__ __forceinline__ BlockRows block_rows(const Shape& s) {
-  const int64_t per_head = s.blocks_per_head(), g = s.block0 + blockIdx.x;
+__device__ __forceinline__ BlockRows block_rows(const Shape& s, int64_t block) {
+  const int64_t per_head = s.blocks_per_head(), g = s.block0 + block;
   const int64_t bh = g / per_head;
   BlockRows br;
   br.rows = s.rows_per_block;
@@ -107,6 +107,7 @@ __device__ __forceinline__ BlockRows block_rows(const Shape& s) {
   br.lo = min(min(lo_first, lo_last), br.hi);
   return br;
 }
+__device__ __forceinline__ BlockRows block_rows(const Shape& s) { return block_rows(s, blockIdx.x); }
 
 // A stored element as a double, the format known at compile time.
 template <Storage S>
@@ -167,6 +168,17 @@ template <class F>
 __device__ __forceinline__ void stage_v(const Shape& s, const BlockRows& br, int64_t j0, int n, double* vS, F f) {
   stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, n, vS, s.dv, 1, f);
 }
+
+// One double from device to shared memory by the copy engine, issued by this thread and completed for
+// it by cp_async_wait_all (or cp_async_wait_prior, which leaves the latest group in flight): the data lies
+// in device memory, and its latency hides behind other work.
+__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // The first chunk start at or below key lo: chunks start at multiples of kChunk, so that a chunk never
 // straddles a softmax step that is a multiple of kChunk keys wide.

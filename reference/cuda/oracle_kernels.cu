@@ -1,6 +1,9 @@
 // The GPU oracle's kernels and their launches (oracle_types.h). Compiled as C++17 device code, apart
 // from the exact layer's C++20 headers; gpu_oracle.cpp is the host side.
+#include <algorithm>
+
 #include "reference/cuda/budget_kernel.cuh"
+#include "reference/cuda/budget_sums_kernel.cuh"
 #include "reference/cuda/reference_kernel.cuh"
 #include "reference/cuda/reference_tiled_kernel.cuh"
 #include "reference/cuda/score_kernel.cuh"
@@ -91,29 +94,71 @@ cudaError_t launch_scores(const Shape& pass, const ScoreOperands& op, double* sc
   return cudaGetLastError();
 }
 
+cudaError_t launch_stored_v(const Shape& s, double* v64) {
+  stored_v_kernel<<<1024, 256>>>(s, v64);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin) {
   key_v_range_kernel<<<1024, 256>>>(s, key_vmax, key_vmin);
   return cudaGetLastError();
 }
 
-cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out) {
+int budget_split_rows_per_block(int d, int dv) {
+  for (int rows = kSplitRowsPerBlock; rows >= 1; rows /= 2)
+    if (std::max(budget_smem(d, dv, rows, false, false), budget_sums_smem(rows, kSumsCols)) <= max_smem()) return rows;
+  return 0;
+}
+int64_t budget_split_words(int64_t n_k) { return (n_k + kChunk - 1) / kChunk; }
+size_t budget_split_bytes_per_row(int64_t n_k) {
+  return size_t(n_k) * kWeightPlanes * sizeof(double) + 2 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
+         sizeof(RowTerms);
+}
+
+cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,
+                          const BudgetWeights* split) {
   Shape s = pass;
+  using Kernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut, BudgetWeights);
+  if (split != nullptr && !bp.op_round) {
+    // The two kernels, over as many of the pass's blocks at a time as the weights' slots hold.
+    const int rows = budget_split_rows_per_block(s.d, s.dv);
+    if (rows == 0 || split->slots < rows) return cudaErrorInvalidConfiguration;
+    const unsigned blocks = place_pass(s, rows);
+    const size_t smem = budget_smem(s.d, s.dv, rows, false, false, !in.scores_filled);
+    const size_t sums_smem = budget_sums_smem(rows, kSumsCols);
+    const Kernel weights =
+        bp.l_fp32 ? budget_kernel<false, false, true, true> : budget_kernel<false, false, false, true>;
+    using SumsKernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut, BudgetWeights, int);
+    const SumsKernel sums = bp.l_fp32 ? budget_sums_kernel<true> : budget_sums_kernel<false>;
+    cudaError_t e = allow_max_smem(weights);
+    if (e == cudaSuccess) e = allow_max_smem(sums);
+    if (e != cudaSuccess) return e;
+    const int64_t per_launch = split->slots / rows;
+    const int groups = (s.dv + 32 * kSumsCols - 1) / (32 * kSumsCols);
+    const int64_t block0 = s.block0;
+    for (int64_t k0 = 0; k0 < blocks; k0 += per_launch) {
+      s.block0 = block0 + k0;
+      const unsigned n = unsigned(std::min<int64_t>(per_launch, blocks - k0));
+      weights<<<n, 32 * rows, smem>>>(s, bp, in, out, *split);
+      sums<<<n * unsigned(groups), 32 * rows, sums_smem>>>(s, bp, in, out, *split, groups);
+    }
+    return cudaGetLastError();
+  }
   const int rows = budget_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
   const unsigned blocks = place_pass(s, rows);
   // With the score cache K's operand serves the first sweep only, computed there (and K staged alone).
   const bool staged = in.scores == nullptr && budget_stages_k2(s.d, s.dv);
   const size_t smem = budget_smem(s.d, s.dv, rows, staged);
-  using Kernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut);
   static constexpr Kernel kernels[2][2][2] = {
-      {{budget_kernel<false, false, false>, budget_kernel<false, false, true>},
-       {budget_kernel<false, true, false>, budget_kernel<false, true, true>}},
-      {{budget_kernel<true, false, false>, budget_kernel<true, false, true>},
-       {budget_kernel<true, true, false>, budget_kernel<true, true, true>}}};
+      {{budget_kernel<false, false, false, false>, budget_kernel<false, false, true, false>},
+       {budget_kernel<false, true, false, false>, budget_kernel<false, true, true, false>}},
+      {{budget_kernel<true, false, false, false>, budget_kernel<true, false, true, false>},
+       {budget_kernel<true, true, false, false>, budget_kernel<true, true, true, false>}}};
   const Kernel kernel = kernels[staged][bp.op_round][bp.l_fp32];
   const cudaError_t e = allow_max_smem(kernel);
   if (e != cudaSuccess) return e;
-  kernel<<<blocks, 32 * rows, smem>>>(s, bp, in, out);
+  kernel<<<blocks, 32 * rows, smem>>>(s, bp, in, out, BudgetWeights{});
   return cudaGetLastError();
 }
 

@@ -91,6 +91,30 @@ struct BudgetOut {
   double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
 };
 
+// The budget in two kernels (the default where this workspace can be had; FLASHCHECK_ORACLE_SPLIT=0 keeps
+// the single kernel). The weights kernel (budget_kernel in its kSplit form) runs the three sweeps up to
+// each visible (row, key)'s weights and the row's sums, and writes them here; the sums kernel
+// (budget_sums_kernel.cuh) then runs the per-(row, key, column) sums and the element bounds. The single
+// kernel holds both in one thread's registers (255 of them, 8 warps per SM); apart, each needs far fewer,
+// so more warps hide the float64 latencies. Same operations in the same order: the same bits.
+// A launch covers `slots` rows (whole blocks of the pass); slot = block of the launch * rows_per_block + warp.
+inline constexpr int kWeightPlanes = 6;
+inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)  // E, whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h)
+enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
+struct RowTerms {  // what the element bounds need of the row, from the weights kernel
+  double den, sum_e, eps_l, eps_l_prob, floor_abs;
+  long long n;
+  int T, raises, merge, state;
+};
+struct BudgetWeights {
+  double* w;          // [kWeightPlanes][slots * n_k]: the visible keys' weights, in the key's column
+  unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
+  unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)
+  RowTerms* rows;     // [slots]
+  const double* v64;  // [B * Hkv * Nk * dv]: V's stored values as doubles (launch_stored_v)
+  int64_t slots, words;
+};
+
 struct VerdictIn {
   const void* o;         // the subject's O in the output format (Shape::out)
   const float* lse;      // the subject's LSE, or nullptr
@@ -106,7 +130,7 @@ struct VerdictSums {  // device-side accumulators (atomics); maxima as the bits 
 struct Candidate {
   double ratio;
   long long index;  // into O, or into the LSE rows when is_lse
-  int is_lse;
+  long long is_lse;  // 8 bytes: a candidate has no padding, so a copied one holds no unwritten bytes (initcheck)
   double got, want, err, bound, scaled_ulps;
 };
 
@@ -125,7 +149,15 @@ cudaError_t launch_reference(const Shape& s, const double* key_vmax, const Refer
 bool score_kernel_fits(const Shape& s);
 cudaError_t launch_scores(const Shape& s, const ScoreOperands& op, double* scores);
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
-cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out);
+cudaError_t launch_stored_v(const Shape& s, double* v64);
+// split: the two-kernel form's workspace (BudgetWeights above; its slots a multiple of the rows per
+// block), or nullptr for the single kernel; the tf32 operand term always runs the single kernel.
+cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,
+                          const BudgetWeights* split);
+// Rows per block of the two-kernel form (0: it does not fit); its workspace per row of a launch.
+int budget_split_rows_per_block(int d, int dv);
+size_t budget_split_bytes_per_row(int64_t n_k);
+int64_t budget_split_words(int64_t n_k);  // BudgetWeights::words
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);
 cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,
                          unsigned long long* count, unsigned long long cap, int blocks);

@@ -32,15 +32,6 @@ struct TiledRows {
   double dt[2][kTiledRows][kChunk], ad[2][kTiledRows][kChunk];  // by cp.async: each lane reads its own
 };
 
-// One double from device to shared memory by the copy engine, issued by this thread and completed for
-// it by cp_async_wait_all: the cache lies in device memory, and its latency hides behind other work.
-__device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
 // Whether none of four doubles is an infinity or a NaN (exponent field all ones), from their high words.
 __device__ __forceinline__ bool all_finite(const double (&v)[4]) {
   int e = 0;

@@ -151,13 +151,18 @@ if want fp8; then
 fi
 want oracle_agreement && step oracle_agreement "${ORACLE_AGREEMENT_SECONDS:-240}" "$bin/oracle_agreement_test"
 # compute-sanitizer on the oracle's kernels over a prefix of the agreement test's problems (ORACLE_SANITIZER_CASES,
-# default 80): memcheck there and on the pass comparison (3 s), racecheck there alone (80 problems: about 60 s).
+# default 80): memcheck there and on the pass comparison (3 s), racecheck there alone (80 problems: about 60 s),
+# initcheck and synccheck there (the budget's weights copied ahead by cp.async, its barriers).
 if want oracle_sanitizers; then
   step oracle_san_memcheck 150 env FC_ORACLE_AGREEMENT_CASES="${ORACLE_SANITIZER_CASES:-80}" compute-sanitizer \
     --tool memcheck --error-exitcode 1 "$bin/oracle_agreement_test" \
     --gtest_filter='OracleAgreement.GpuReference*:OracleAgreement.PassesDoNotChangeTheResult'
   step oracle_san_racecheck 150 env FC_ORACLE_AGREEMENT_CASES="${ORACLE_SANITIZER_CASES:-80}" compute-sanitizer \
     --tool racecheck --error-exitcode 1 "$bin/oracle_agreement_test" --gtest_filter='OracleAgreement.GpuReference*'
+  for tool in initcheck synccheck; do
+    step "oracle_san_$tool" 150 env FC_ORACLE_AGREEMENT_CASES="${ORACLE_SANITIZER_CASES:-80}" compute-sanitizer \
+      --tool $tool --error-exitcode 1 "$bin/oracle_agreement_test" --gtest_filter='OracleAgreement.GpuReference*'
+  done
 fi
 if want oracle_scale; then
   # Our kernel judged by the GPU oracle at production shapes (ORACLE_SHAPES: B:H:N:d:recipe:causal[:NK] ...).

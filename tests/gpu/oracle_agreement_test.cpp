@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/check_pipeline.h"
@@ -137,7 +138,9 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
 // Passes: the same problems judged in passes of 8 rows give the same arrays, bit for bit (each row is
 // computed alone), and the same verdict. The score cache neither, nor who fills it: without it (the kernels
 // then recompute the scores in their later sweeps), and with the kernels' first sweeps filling it instead
-// of the score kernel (FLASHCHECK_ORACLE_SCORE_KERNEL=0), the arrays are the same bits too.
+// of the score kernel (FLASHCHECK_ORACLE_SCORE_KERNEL=0), the arrays are the same bits too. So is the
+// budget in one kernel (FLASHCHECK_ORACLE_SPLIT_BYTES=0) and in two (the default), also with the
+// weights' room for one block of rows at a time, so that a pass takes many launches.
 TEST(OracleAgreement, PassesDoNotChangeTheResult) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
@@ -152,7 +155,7 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     const SubjectOutput out = emu.run(p, in, o);
     const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
     gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
-    gpu::Arrays one, many, uncached, swept;
+    gpu::Arrays one, many, uncached, swept, fused, narrow;
     const gpu::Verdict v1 = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &one);
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_PASS_BYTES", "1", 1), 0);
     const gpu::Verdict vn = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &many);
@@ -163,6 +166,16 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SCORE_KERNEL", "0", 1), 0);
     gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &swept);
     unsetenv("FLASHCHECK_ORACLE_SCORE_KERNEL");
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", "0", 1), 0);
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &fused);
+    unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
+    // V as doubles, and one block of 4 rows: per row six doubles per key, two bit masks of ceil(n_k / 32)
+    // words, 64 bytes of row terms (reference/cuda/oracle_types.h BudgetWeights).
+    const size_t block_bytes = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * 8 +
+                               4 * (size_t(p.n_k) * 48 + 2 * 4 * size_t((p.n_k + 31) / 32) + 64);
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", std::to_string(block_bytes).c_str(), 1), 0);
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &narrow);
+    unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
     const std::string what = c.describe();
     auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
       ASSERT_EQ(a.size(), b.size()) << what << " " << name;
@@ -187,6 +200,16 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     same(one.budget.o_bound_probabilistic, swept.budget.o_bound_probabilistic,
          "probabilistic bound, the cache filled by the kernels' sweeps");
     same(one.budget.lse_bound, swept.budget.lse_bound, "LSE bound, the cache filled by the kernels' sweeps");
+    for (const auto& [other, how] : {std::pair{&fused, "the budget in one kernel"},
+                                     std::pair{&narrow, "the weights of one block of rows a launch"}}) {
+      same(one.budget.o_bound, other->budget.o_bound, (std::string("bound, ") + how).c_str());
+      same(one.budget.o_bound_probabilistic, other->budget.o_bound_probabilistic,
+           (std::string("probabilistic bound, ") + how).c_str());
+      same(one.budget.scale_a, other->budget.scale_a, (std::string("A, ") + how).c_str());
+      same(one.budget.lse_bound, other->budget.lse_bound, (std::string("LSE bound, ") + how).c_str());
+      same(one.budget.lse_bound_probabilistic, other->budget.lse_bound_probabilistic,
+           (std::string("probabilistic LSE bound, ") + how).c_str());
+    }
     EXPECT_EQ(v1.verdict.max_ratio, vu.verdict.max_ratio) << what;
     EXPECT_EQ(v1.verdict.elements, vn.verdict.elements) << what;
     EXPECT_EQ(v1.verdict.violations, vn.verdict.violations) << what;

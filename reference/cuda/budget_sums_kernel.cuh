@@ -1,0 +1,169 @@
+// The sums kernel of the two-kernel budget (oracle_types.h BudgetWeights): per (row, column) the centred
+// sums, A and W, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13),
+// then each element's bound, from the weights the weights kernel (budget_kernel<..., kSplit = true>)
+// wrote for every key the row sees. Its blocks are the weights kernel's (the same rows, a warp each), one
+// per group of kSumsGroup columns; a lane owns the group's columns lane + 32 cc, as budget_kernel's
+// do in its groups of 32 * kBudgetCols. Two columns a lane, not four: with four (and their counts) a
+// thread needed 178 registers, and spilled 236 bytes when held to 128; with one (more warps, twice the
+// weights' loads) it ran slower (H200, (1, 16, 16k, 128) bf16: budget 1.85 s against 1.60 s).
+// The loop over (key, column) and the bounds are budget_column_sums.cuh's, which the single kernel runs
+// too, in the same key order: the bounds are the single kernel's bit for bit
+// (tests/gpu/oracle_agreement_test.cpp holds them so). Without the weights code beside it a thread needs
+// far fewer registers, and more warps share an SM.
+#pragma once
+
+#include "reference/budget_terms.h"
+#include "reference/cuda/budget_column_sums.cuh"
+#include "reference/cuda/oracle_common.cuh"
+
+namespace fc::gpu::detail {
+
+inline constexpr int kSumsCols = 2;                // columns a lane
+inline constexpr int kSumsGroup = 32 * kSumsCols;  // columns a block
+
+// Per warp: the chunk's weights of its row (copied from BudgetWeights::w), plane by plane.
+struct SumKeys {
+  double E[kChunk], whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+};
+static_assert(sizeof(SumKeys) == kWeightPlanes * kChunk * sizeof(double), "SumKeys holds the weight planes in order");
+// Two buffers (this chunk's, and the next one's in flight), each: the group's columns of V (stored units,
+// 32 * cols a key), then the warps' weights.
+__host__ __device__ constexpr size_t budget_sums_buffer(int rows, int cols) {
+  return smem_align(sizeof(double) * size_t(kChunk) * 32 * cols) + size_t(rows) * sizeof(SumKeys);
+}
+__host__ __device__ constexpr size_t budget_sums_smem(int rows, int cols) { return 2 * budget_sums_buffer(rows, cols); }
+
+// Blocks: the weights kernel's block of rows x / groups, column group x % groups (the groups of one block
+// of rows run side by side and share its weights in L2). Four blocks of 4 warps an SM (128 registers, no
+// spills; the single kernel ran 8 warps); each chunk's V and weights are copied asynchronously while the
+// chunk before is summed (read synchronously, the loads' latency was 43 % of the kernel's stalls).
+template <bool kLFp32>
+__global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
+    budget_sums_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts, int groups) {
+  BudgetParams bp = bp_arg;
+  bp.op_round = false;  // the tf32 operand term runs the single kernel
+  bp.l_fp32 = kLFp32;
+  extern __shared__ double smem_d[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int block = int(blockIdx.x) / groups, group = int(blockIdx.x) % groups;
+  const BlockRows br = block_rows(s, block);
+  // Buffer b: V at vbuf(b), this warp's weights at wbuf(b).
+  unsigned char* const smem_b = reinterpret_cast<unsigned char*>(smem_d);
+  const size_t buffer_bytes = budget_sums_buffer(s.rows_per_block, kSumsCols);
+  auto vbuf = [&](int b) { return reinterpret_cast<double*>(smem_b + b * buffer_bytes); };
+  const size_t v_bytes = smem_align(sizeof(double) * size_t(kChunk) * kSumsGroup);
+  auto wbuf = [&](int b) { return reinterpret_cast<SumKeys*>(smem_b + b * buffer_bytes + v_bytes) + warp; };
+  const int g0 = group * kSumsGroup;
+  const int64_t i = br.i0 + warp;
+  const int64_t r = br.r0 + warp, lr = r - s.row0;
+  const int64_t o0 = lr * s.dv;
+  const int64_t slot = int64_t(block) * s.rows_per_block + warp;
+  const double inf = HUGE_VAL;
+  // Rows past n_q and the rows the weights kernel finished (NaN rows, no visible key) take no part; a
+  // row outside the model's domain gets no claim. The warp still joins the block's staging.
+  RowTerms rt{};
+  rt.state = kRowSkip;
+  if (i < s.n_q) rt = wts.rows[slot];
+  if (rt.state == kRowOutside)
+    for (int c = g0 + lane; c < min(s.dv, g0 + kSumsGroup); c += 32)
+      write_bound(out, o0 + c, inf, inf, 0.0, bp.merge_max);
+  const bool idle = rt.state != kRowSums;
+  if (__syncthreads_and(idle)) return;
+
+  const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
+  const bool aligned = bp.tile_n % kChunk == 0;
+  ColumnSums<kSumsCols> cs;
+  cs.start(in, o0, g0 + lane, s.dv, !idle);
+  const int64_t plane = wts.slots * s.n_k;
+  const double* w_row = wts.w + slot * s.n_k;
+  const int gw = min(kSumsGroup, s.dv - g0);  // the group's columns
+  // Columns past dv read as 0 in both buffers (the copies below never write them).
+  for (int e = threadIdx.x; e < kChunk * kSumsGroup; e += blockDim.x)
+    if (e % kSumsGroup >= gw) vbuf(0)[e] = vbuf(1)[e] = 0.0;
+  // Chunk k's V (the group's columns) and this row's weights into buffer k % 2, asynchronously. Every key
+  // of [chunk_floor(br.lo), br.hi) has weights (zero where the row does not see it: budget_kernel).
+  const int64_t jb = chunk_floor(br.lo);
+  const int chunks = int((br.hi - jb + kChunk - 1) / kChunk);
+  const double* v_head = wts.v64 + v_base(s, br.b, br.hk, 0) + g0;
+  auto fetch = [&](int k) {
+    if (k < chunks) {
+      const int64_t j0 = jb + int64_t(k) * kChunk;
+      const int nc = int(min(int64_t(kChunk), br.hi - j0));
+      double* v = vbuf(k % 2);
+      for (int e = threadIdx.x; e < nc * gw; e += blockDim.x) {
+        const int t = e / gw, c = e % gw;
+        cp_async_8(v + t * kSumsGroup + c, v_head + (j0 + t) * s.dv + c);
+      }
+      if (!idle && lane < nc) {
+        double* w = reinterpret_cast<double*>(wbuf(k % 2));
+        for (int p = 0; p < kWeightPlanes; ++p) cp_async_8(w + p * kChunk + lane, w_row + p * plane + j0 + lane);
+      }
+    }
+    cp_async_commit();  // an empty group past the last chunk keeps the count of groups in flight
+  };
+  // The chunk's bit masks and smallest |V| per key, loaded a chunk ahead into registers.
+  auto masks = [&](int k, unsigned& vis, unsigned& psub, double& vmin) {
+    const int64_t j0 = jb + int64_t(k) * kChunk;
+    vis = 0, psub = 0, vmin = 1.0;
+    if (k < chunks && !idle) {
+      vis = wts.visible[slot * wts.words + j0 / kChunk];
+      psub = wts.p_sub[slot * wts.words + j0 / kChunk];
+      if (vis >> lane & 1u) vmin = in.key_vmin[kv0 + j0 + lane];
+    }
+  };
+  unsigned next_vis, next_psub;
+  double next_vmin;
+  fetch(0);
+  masks(0, next_vis, next_psub, next_vmin);
+  for (int k = 0; k < chunks; ++k) {
+    const int64_t j0 = jb + int64_t(k) * kChunk;
+    const unsigned visible_lanes = next_vis, p_sub_keys = next_psub;
+    const double vmin = next_vmin;
+    fetch(k + 1);
+    masks(k + 1, next_vis, next_psub, next_vmin);
+    const double* vS = vbuf(k % 2);
+    const SumKeys& wk = *wbuf(k % 2);
+    const bool x_vis = visible_lanes >> lane & 1u;
+    const bool small_v = x_vis && vmin < bp.mn_op;
+    const unsigned excess_keys = bp.tc ? (p_sub_keys | __ballot_sync(0xffffffffu, small_v)) & visible_lanes : 0u;
+    // As in budget_kernel: a chunk whose visible keys have no zero in V counts the same keys and blocks
+    // in every column, once per chunk; otherwise per key and column.
+    const bool uniform = aligned && !__any_sync(0xffffffffu, x_vis && vmin == 0);
+    cp_async_wait_prior();  // chunk k's copies by this thread; the barrier makes everyone's visible
+    __syncthreads();
+    auto weights = [&](int t) {
+      return KeyWeights{wk.E[t], wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
+    };
+    auto value = [&](int t, int cc) { return vS[t * kSumsGroup + lane + 32 * cc]; };
+    auto place = [&](int t, int& tile, int& blk) {
+      const int64_t key = j0 + t;
+      tile = int(key / bp.tile_n);
+      blk = int((key - int64_t(tile) * bp.tile_n) / (bp.tc ? bp.block : 1));
+    };
+    // With V's descale 1 (every format but fp8) the common copy skips the multiplication by it.
+    if (uniform && s.vd == 1.0)
+      cs.template add_chunk<false, true>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+    else if (uniform)
+      cs.template add_chunk<false, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+    else
+      cs.template add_chunk<true, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+    if (uniform && visible_lanes) {
+      const int tile = int(j0 / bp.tile_n);
+      cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, tile, int(j0 - int64_t(tile) * bp.tile_n), bp));
+    }
+    __syncthreads();  // everyone is done with buffer k % 2 before chunk k + 2's copies go there
+  }
+  if (idle) return;
+
+  // §0: each column's bound from the row's terms.
+  const RowBoundTerms terms{rt.den, rt.sum_e, rt.eps_l, rt.eps_l_prob, rt.floor_abs,
+                            bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0,
+                            int(rt.n), rt.T, rt.raises, rt.merge, pv_mode_of(bp)};
+  for (int cc = 0; cc < kSumsCols; ++cc) {
+    const int c = g0 + lane + 32 * cc;
+    if (c >= s.dv) break;
+    cs.write(cc, terms, bp, out, o0, c);
+  }
+}
+
+}  // namespace fc::gpu::detail
