@@ -189,8 +189,8 @@ TEST(Emulation, TenMillionMultiplyAddsWellUnderASecond) {
   RunOptions o;
   o.recipe = Recipe::bf16;
   EmulatedKernel k;
-  // The fastest of three runs after a warm-up: ctest runs other tests beside this one on the same cores,
-  // and a single cold run timed their load as well (1.04 s on a 2-core machine under ctest -j2).
+  // The fastest of three runs after a warm-up, and ctest runs it alone (SERIAL in CMakeLists.txt): beside
+  // ctest's other tests on a 2-core machine a single cold run timed their load as well.
   SubjectOutput out = k.run(p, in, o);
   double s = HUGE_VAL;
   for (int rep = 0; rep < 3; ++rep) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "reference/tensor_core_model.h"
@@ -11,6 +14,27 @@ namespace fc {
 namespace {
 
 constexpr double kFp16MinNormal = 0x1p-14;
+
+// The bit-level exponent helpers are the library's functions: ilogb over every exponent field (normal and
+// subnormal, random significands, both signs), ldexp(1, k) over k from below the subnormals to overflow.
+TEST(TensorCoreModel, BitLevelExponentsAreTheLibrarys) {
+  std::mt19937_64 rng(20261202);
+  int checked = 0;
+  for (uint64_t field = 0; field < 0x7ff; ++field)
+    for (int r = 0; r < 64; ++r) {
+      uint64_t u = field << 52 | (rng() & ((uint64_t(1) << 52) - 1)) | (r % 2 ? uint64_t(1) << 63 : 0);
+      if (field == 0 && (u & ((uint64_t(1) << 52) - 1)) == 0) u |= uint64_t(1) << (r % 52);  // not zero
+      double x;
+      std::memcpy(&x, &u, sizeof x);
+      ASSERT_EQ(exponent_of(x), std::ilogb(x)) << x;
+      ++checked;
+    }
+  for (int k = -1100; k <= 1100; ++k) {
+    const double want = std::ldexp(1.0, k), got = pow2(k);
+    ASSERT_TRUE(got == want) << k;
+  }
+  EXPECT_EQ(checked, 0x7ff * 64);
+}
 
 // One step aligns to the largest term and truncates each term below 2^(E - 25).
 TEST(TensorCoreModel, TermsBelowTheAlignmentGrainAreTruncated) {
