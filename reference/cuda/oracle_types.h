@@ -91,15 +91,15 @@ struct BudgetOut {
   double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
 };
 
-// The budget in two kernels (the default where this workspace can be had; FLASHCHECK_ORACLE_SPLIT=0 keeps
-// the single kernel). The weights kernel (budget_kernel in its kSplit form) runs the three sweeps up to
+// The budget in two kernels (the default where this workspace can be had; FLASHCHECK_ORACLE_SPLIT_BYTES=0
+// keeps the single kernel). The weights kernel (budget_kernel in its kSplit form) runs the three sweeps up to
 // each visible (row, key)'s weights and the row's sums, and writes them here; the sums kernel
 // (budget_sums_kernel.cuh) then runs the per-(row, key, column) sums and the element bounds. The single
 // kernel holds both in one thread's registers (255 of them, 8 warps per SM); apart, each needs far fewer,
 // so more warps hide the float64 latencies. Same operations in the same order: the same bits.
 // A launch covers `slots` rows (whole blocks of the pass); slot = block of the launch * rows_per_block + warp.
-inline constexpr int kWeightPlanes = 6;
-inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)  // E, whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h)
+inline constexpr int kWeightPlanes = 6;       // E, whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h)
+inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)
 enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
   double den, sum_e, eps_l, eps_l_prob, floor_abs;
@@ -107,7 +107,7 @@ struct RowTerms {  // what the element bounds need of the row, from the weights 
   int T, raises, merge, state;
 };
 struct BudgetWeights {
-  double* w;          // [kWeightPlanes][slots * n_k]: the visible keys' weights, in the key's column
+  double* w;          // [kWeightPlanes][slots * n_k]: each key's weights (0 where the row does not see it)
   unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
   unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)
   RowTerms* rows;     // [slots]
@@ -130,7 +130,7 @@ struct VerdictSums {  // device-side accumulators (atomics); maxima as the bits 
 struct Candidate {
   double ratio;
   long long index;  // into O, or into the LSE rows when is_lse
-  long long is_lse;  // 8 bytes: a candidate has no padding, so a copied one holds no unwritten bytes (initcheck)
+  long long is_lse;  // 8 bytes: no padding, so a copied candidate holds no unwritten bytes (initcheck)
   double got, want, err, bound, scaled_ulps;
 };
 
