@@ -302,6 +302,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         err_c_det.resize(n);
         whi.resize(n);
         double lhi = 0, sum_whi = 0;
+        // The reference's error r enters the centred sums once per row (§0, §5): sum err_c (|V - O| + r)
+        // = sum err_c |V - O| + r sum err_c, and sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2)
+        // + r sqrt(sum ep^2) (Minkowski).
+        double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         for (size_t x = 0; x < n; ++x) {  // §3.6
           const WeightInterval wi = weight_interval(E[x], eta[x], uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           whi[x] = wi.whi;
@@ -310,6 +314,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           err_c[x] = wi.err_c;
           err_c_det[x] = wi.err_c_det;
           lhi += wi.lhi;
+          const double ep = E[x] * std::exp(eta[x]);
+          sum_err_c += wi.err_c;
+          sum_err_c_det += wi.err_c_det;
+          sum_ep2 += ep * ep;
         }
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
@@ -354,7 +362,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               if (p_sub || std::fabs(vs) < mn_op)
                 excess = std::max(excess, std::max(whi[x], mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
             }
-            const double dv_ = std::fabs(v - O) + oe;
+            const double dv_ = std::fabs(v - O);
             num += err_c[x] * dv_;
             num_det += err_c_det[x] * dv_;
             A += E[x] * std::fabs(v);
@@ -372,10 +380,13 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           }
           B.scale_a[oi] = A / sumE;
           B.scale_d[oi] = D / sumE;
+          num += oe * sum_err_c;
+          num_det += oe * sum_err_c_det;
+          const double num_root = l_fp32 ? 0.0 : std::sqrt(num_p2) + oe * std::sqrt(sum_ep2);
           const double Tc = num / den, Tp = tp / den, Wn = W / den, Vop = vop / den;
           // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.
           const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
-          const double Tc_prob = std::min(Tc, (num_det + lambda * uP * std::sqrt(num_p2)) / den);
+          const double Tc_prob = std::min(Tc, (num_det + lambda * uP * num_root) / den);
           const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
           auto total = [&](double tc_, double tp_, double epv, double el) {  // §0
             return element_bound(ElementParts{std::fabs(O), oe, tc_, tp_, Vop, epv, Wn, Xn, el, eps_fin, u_out, out_abs,

@@ -47,9 +47,29 @@ __device__ __forceinline__ ChunkBlocks chunk_blocks(unsigned visible_lanes, bool
   return c;
 }
 
+// The row's sums over its visible keys of err_c, err_c_det and ep^2: with them the reference's error r
+// leaves the per-(key, column) loop. The centred sums over |V - O| + r split exactly as
+// sum err_c (|V - O| + r) = sum err_c |V - O| + r sum err_c, and the probabilistic one's root by
+// Minkowski: sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2) + r sqrt(sum ep^2)
+// (docs/error-analysis.md §0 and §5). Accumulated where each key's weights are made, in that order.
+struct KeySums {
+  double err_c = 0, err_c_det = 0, ep2 = 0;
+  __device__ __forceinline__ void add(double ec, double ecd, double ep) {
+    err_c += ec;
+    err_c_det += ecd;
+    ep2 += ep * ep;
+  }
+  __device__ __forceinline__ void warp_reduce() {
+    err_c = warp_sum(err_c);
+    err_c_det = warp_sum(err_c_det);
+    ep2 = warp_sum(ep2);
+  }
+};
+
 // What each column's bound needs of its row.
 struct RowBoundTerms {
   double den, sum_e, eps_l, eps_l_prob, floor_abs, fa1_tiles;
+  KeySums keys;
   int n, T, raises, merge;
   budget::PvMode pv_mode;
 };
@@ -135,7 +155,7 @@ struct ColumnSums {
             }
           }
         }
-        const double dv_ = fabs(v - O[cc]) + oe[cc];
+        const double dv_ = fabs(v - O[cc]);  // the reference's error is added per row (KeySums)
         num[cc] += w.err_c * dv_;
         num_det[cc] += w.err_c_det * dv_;
         A[cc] += w.E * fabs(v);
@@ -181,10 +201,13 @@ struct ColumnSums {
       return;
     }
     const double den = r.den;
-    const double Tc = num[cc] / den, Tp = tp[cc] / den, Wn = W[cc] / den, Vop = vop[cc] / den;
+    const double Tc = (num[cc] + oe[cc] * r.keys.err_c) / den, Tp = tp[cc] / den, Wn = W[cc] / den,
+                 Vop = vop[cc] / den;
     const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
     const double num_p2 = bp.l_fp32 ? 0.0 : p2[cc], tp2 = bp.l_fp32 ? p2[cc] : 0.0;
-    const double Tc_prob = budget::min2(Tc, (num_det[cc] + bp.lambda * bp.uP * sqrt(num_p2)) / den);
+    const double num_root = bp.l_fp32 ? 0.0 : sqrt(num_p2) + oe[cc] * sqrt(r.keys.ep2);
+    const double Tc_prob =
+        budget::min2(Tc, (num_det[cc] + oe[cc] * r.keys.err_c_det + bp.lambda * bp.uP * num_root) / den);
     const double Tp_prob = budget::min2(Tp, (tp_det[cc] + bp.lambda * bp.uP * sqrt(tp2)) / den);
     const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
     auto eps_pv = [&](bool prob) {

@@ -353,6 +353,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // key and the sums per column.
   for (int g0 = 0; g0 < (kSplit ? 1 : s.dv); g0 += 32 * kBudgetCols) {
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
+    KeySums key_sums;
     ColumnSums<kBudgetCols> cs;
     if constexpr (!kSplit) cs.start(in, o0, g0 + lane, s.dv, !idle);
     int T_seen = 0, prefix = 0, cur_tile = -1;
@@ -459,15 +460,17 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           lhi += wi.lhi;
           p_sub = E * exp(-eta) * bp.S < bp.mn_p;
           if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
-          wk.E[lane] = E;
-          wk.whi[lane] = wi.whi;
-          wk.err_c[lane] = wi.err_c;
-          wk.err_c_det[lane] = wi.err_c_det;
           const double ep = E * exp(eta);
-          wk.ep[lane] = ep;
-          wk.zeta[lane] = uf.zeta;
-          small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
-          if constexpr (kSplit) {
+          key_sums.add(wi.err_c, wi.err_c_det, ep);
+          if constexpr (!kSplit) {  // the column sums below read them; the two-kernel form's read its workspace
+            small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
+            wk.E[lane] = E;
+            wk.whi[lane] = wi.whi;
+            wk.err_c[lane] = wi.err_c;
+            wk.err_c_det[lane] = wi.err_c_det;
+            wk.ep[lane] = ep;
+            wk.zeta[lane] = uf.zeta;
+          } else {
             const int64_t plane = wts.slots * s.n_k;
             double* w = wts.w + slot * s.n_k + s0 + x;
             w[0] = E;
@@ -529,6 +532,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     den = warp_sum(den);
     lhi = warp_sum(lhi);
     excess_l = warp_max(excess_l);
+    key_sums.warp_reduce();
 
     // §3.8 l, §3.11 / §3.12, §3.7's floor, §3.16 the domain; then each column's bound (§0) and the LSE (§3.15).
     double nl;
@@ -553,10 +557,10 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, n, T, raises, merge,
-                                outside ? kRowOutside : kRowSums};
+      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, key_sums.err_c, key_sums.err_c_det,
+                                key_sums.ep2, n, T, raises, merge, outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
-      const RowBoundTerms rt{den, sumE, eps_l, eps_l_prob, floor_abs, fa1_tiles,
+      const RowBoundTerms rt{den, sumE, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
                              int(n), T, raises, merge, pv_mode_of(bp)};
       for (int cc = 0; cc < kBudgetCols; ++cc) {
         const int c = g0 + lane + 32 * cc;

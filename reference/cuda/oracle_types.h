@@ -103,6 +103,7 @@ inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer whe
 enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
   double den, sum_e, eps_l, eps_l_prob, floor_abs;
+  double sum_err_c, sum_err_c_det, sum_ep2;  // the reference error's share of the centred sums (KeySums)
   long long n;
   int T, raises, merge, state;
 };

@@ -20,6 +20,7 @@
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/check_pipeline.h"
 #include "properties/oracle.h"
+#include "reference/cuda/oracle_types.h"
 #include "reference/gpu_oracle.h"
 #include "tests/budget/budget_support.h"
 
@@ -169,10 +170,10 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", "0", 1), 0);
     gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &fused);
     unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
-    // V as doubles, and one block of 4 rows: per row six doubles per key, two bit masks of ceil(n_k / 32)
-    // words, 64 bytes of row terms (reference/cuda/oracle_types.h BudgetWeights).
-    const size_t block_bytes = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * 8 +
-                               4 * (size_t(p.n_k) * 48 + 2 * 4 * size_t((p.n_k + 31) / 32) + 64);
+    // V as doubles, and the workspace of one block of rows (reference/cuda/oracle_types.h BudgetWeights).
+    const size_t block_bytes = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * sizeof(double) +
+                               size_t(gpu::detail::budget_split_rows_per_block(p.d, p.dv)) *
+                                   gpu::detail::budget_split_bytes_per_row(p.n_k);
     ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", std::to_string(block_bytes).c_str(), 1), 0);
     gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &narrow);
     unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
