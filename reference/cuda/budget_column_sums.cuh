@@ -123,6 +123,21 @@ struct ColumnSums {
   __device__ __forceinline__ void add_chunk(unsigned visible_lanes, unsigned excess_keys, unsigned p_sub_keys,
                                             const BudgetParams& bp, double vd, Weights weights, Value value,
                                             Place place) {
+    if constexpr (!kCounts) {
+      // The common chunk (every key visible, none with an excess): a loop of fixed length, without the
+      // bit walk and the per-key excess test, which were about a third of this loop's instructions (the
+      // sums kernel was bound by their issue, Nsight Compute: 68 % issue, the float64 units at 30 %).
+      if (visible_lanes == 0xffffffffu && excess_keys == 0) {
+#pragma unroll 2
+        for (int t = 0; t < 32; ++t) {
+          double vs[kCols];
+#pragma unroll
+          for (int cc = 0; cc < kCols; ++cc) vs[cc] = value(t, cc);
+          add_key<false, kUnit>(weights(t), vs, 0, 0, bp, vd);
+        }
+        return;
+      }
+    }
     for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {
       const int t = __ffs(keys) - 1;
       const KeyWeights w = weights(t);
@@ -137,37 +152,44 @@ struct ColumnSums {
       }
       int tile = 0, blk = 0;
       if constexpr (kCounts) place(t, tile, blk);
+      add_key<kCounts, kUnit>(w, vs, tile, blk, bp, vd);
+    }
+  }
+
+  // One key's step in the lane's columns: its counts (kCounts) and every sum, in the order of the CPU's.
+  template <bool kCounts, bool kUnit>
+  __device__ __forceinline__ void add_key(const KeyWeights& w, const double (&vs)[kCols], int tile, int blk,
+                                          const BudgetParams& bp, double vd) {
 #pragma unroll
-      for (int cc = 0; cc < kCols; ++cc) {
-        const double v = kUnit ? vs[cc] : vs[cc] * vd;
-        if constexpr (kCounts) {
-          if (v != 0) {
-            ++nz_keys[cc];
-            const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
-            if (new_tile) {
-              nz_tile_blocks[cc] = 0;
-              last_tile[cc] = tile;
-            }
-            if (new_tile || blk != last_blk[cc]) {
-              ++nz_blocks[cc];
-              nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
-              last_blk[cc] = blk;
-            }
+    for (int cc = 0; cc < kCols; ++cc) {
+      const double v = kUnit ? vs[cc] : vs[cc] * vd;
+      if constexpr (kCounts) {
+        if (v != 0) {
+          ++nz_keys[cc];
+          const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
+          if (new_tile) {
+            nz_tile_blocks[cc] = 0;
+            last_tile[cc] = tile;
+          }
+          if (new_tile || blk != last_blk[cc]) {
+            ++nz_blocks[cc];
+            nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
+            last_blk[cc] = blk;
           }
         }
-        const double dv_ = fabs(v - O[cc]);  // the reference's error is added per row (KeySums)
-        num[cc] += w.err_c * dv_;
-        num_det[cc] += w.err_c_det * dv_;
-        A[cc] += w.E * fabs(v);
-        W[cc] += w.whi * fabs(v);
-        if (bp.op_round) vop[cc] += w.whi * fabs(round_tf32(v) - v);
-        if (!bp.l_fp32) {
-          p2[cc] += (w.ep * dv_) * (w.ep * dv_);
-        } else {
-          tp[cc] += (bp.uP * w.ep + w.zeta) * fabs(v);
-          tp_det[cc] += w.zeta * fabs(v);
-          p2[cc] += (w.ep * v) * (w.ep * v);
-        }
+      }
+      const double dv_ = fabs(v - O[cc]);  // the reference's error is added per row (KeySums)
+      num[cc] += w.err_c * dv_;
+      num_det[cc] += w.err_c_det * dv_;
+      A[cc] += w.E * fabs(v);
+      W[cc] += w.whi * fabs(v);
+      if (bp.op_round) vop[cc] += w.whi * fabs(round_tf32(v) - v);
+      if (!bp.l_fp32) {
+        p2[cc] += (w.ep * dv_) * (w.ep * dv_);
+      } else {
+        tp[cc] += (bp.uP * w.ep + w.zeta) * fabs(v);
+        tp_det[cc] += w.zeta * fabs(v);
+        p2[cc] += (w.ep * v) * (w.ep * v);
       }
     }
   }
