@@ -128,7 +128,7 @@ struct ColumnSums {
       // bit walk and the per-key excess test, which were about a third of this loop's instructions (the
       // sums kernel was bound by their issue, Nsight Compute: 68 % issue, the float64 units at 30 %).
       if (visible_lanes == 0xffffffffu && excess_keys == 0) {
-#pragma unroll 2
+#pragma unroll 4
         for (int t = 0; t < 32; ++t) {
           double vs[kCols];
 #pragma unroll

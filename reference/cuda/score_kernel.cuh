@@ -25,13 +25,21 @@ __device__ __forceinline__ double score_operand2(const ScoreOperands& op, double
 }
 
 __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreOperands op, double* scores) {
-  // [column][row or key]: a thread reads four consecutive rows (keys) of one column as two 16-byte loads.
-  __shared__ __align__(16) double qa[kScoreDepth][kScoreTile], qb[kScoreDepth][kScoreTile];
-  __shared__ __align__(16) double ka[kScoreDepth][kScoreTile], kb[kScoreDepth][kScoreTile];
+  // [column][row or key]: a thread reads its rows (keys) of one column as two 16-byte loads. A column's
+  // row is padded by two doubles, so that the staging's stores (a warp's lanes on 16 columns of two rows)
+  // fall in distinct banks; unpadded, the 16 columns shared two banks, and the 16-way conflicts made the
+  // staging most of the kernel's shared-memory traffic.
+  constexpr int kStride = kScoreTile + 2;
+  __shared__ __align__(16) double qa[kScoreDepth][kStride], qb[kScoreDepth][kStride];
+  __shared__ __align__(16) double ka[kScoreDepth][kStride], kb[kScoreDepth][kStride];
   const BlockRows br = block_rows(s);
   const int64_t j0 = int64_t(blockIdx.y) * kScoreTile;
   if (j0 >= br.hi || j0 + kScoreTile <= br.lo) return;  // no row of the tile sees these keys
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // keys 4 tx .. 4 tx + 3, rows 4 ty .. 4 ty + 3
+  // Rows 4 ty .. 4 ty + 3; keys 2 tx, 2 tx + 1, 32 + 2 tx, 33 + 2 tx, so that the 16 lanes of a half-warp
+  // read K's staged column as two runs of 256 contiguous bytes (keys 4 tx .. 4 tx + 3 left every other
+  // 16 bytes of a 512-byte span unread: twice the shared-memory wavefronts).
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  auto key_of = [&](int k) { return 2 * tx + (k & 1) + 32 * (k >> 1); };
   double dot[4][4], sum2[4][4];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
@@ -47,15 +55,15 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
     constexpr bool kStaged2 = decltype(staged2)::value;
     const double2 qa01 = *reinterpret_cast<const double2*>(&qa[c][4 * ty]);
     const double2 qa23 = *reinterpret_cast<const double2*>(&qa[c][4 * ty + 2]);
-    const double2 ka01 = *reinterpret_cast<const double2*>(&ka[c][4 * tx]);
-    const double2 ka23 = *reinterpret_cast<const double2*>(&ka[c][4 * tx + 2]);
+    const double2 ka01 = *reinterpret_cast<const double2*>(&ka[c][2 * tx]);
+    const double2 ka23 = *reinterpret_cast<const double2*>(&ka[c][32 + 2 * tx]);
     const double q1[4] = {qa01.x, qa01.y, qa23.x, qa23.y}, k1[4] = {ka01.x, ka01.y, ka23.x, ka23.y};
     double q2[4], k2[4];
     if constexpr (kStaged2) {
       const double2 qb01 = *reinterpret_cast<const double2*>(&qb[c][4 * ty]);
       const double2 qb23 = *reinterpret_cast<const double2*>(&qb[c][4 * ty + 2]);
-      const double2 kb01 = *reinterpret_cast<const double2*>(&kb[c][4 * tx]);
-      const double2 kb23 = *reinterpret_cast<const double2*>(&kb[c][4 * tx + 2]);
+      const double2 kb01 = *reinterpret_cast<const double2*>(&kb[c][2 * tx]);
+      const double2 kb23 = *reinterpret_cast<const double2*>(&kb[c][32 + 2 * tx]);
       q2[0] = qb01.x, q2[1] = qb01.y, q2[2] = qb23.x, q2[3] = qb23.y;
       k2[0] = kb01.x, k2[1] = kb01.y, k2[2] = kb23.x, k2[3] = kb23.y;
     } else {
@@ -108,8 +116,8 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
     double* z = scores + (g - s.row0) * s.n_k;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int64_t j = j0 + 4 * tx + k;
-      if (j >= s.n_k) break;
+      const int64_t j = j0 + key_of(k);
+      if (j >= s.n_k) continue;
       z[j] = op.signed_scores ? op.sign * dot[r][k] : dot[r][k];
       z[plane + j] = sum2[r][k];
       if (op.signed_scores) z[2 * plane + j] = 0.0;  // the budget's operand error: 0 without the tf32 term
