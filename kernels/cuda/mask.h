@@ -76,7 +76,6 @@ struct RowMask {
     if (hi < lo) hi = lo;
   }
 
-
   // True when some element of the tile rows [row_first, row_last] x keys [col_first, col_last] may be
   // masked out, i.e. the tile cannot take the mask-free path.
   __device__ __forceinline__ bool tile_needs_mask(int row_first, int row_last, int col_first,
