@@ -128,7 +128,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   B.scale_d.assign(p.o_size(), 0.0);
 
   std::vector<int64_t> keys;
-  std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi;
+  std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi, ep;
+  std::vector<char> p_sub;  // per key: P~ may be subnormal (or 0)
   std::vector<int> tile_of, cnt;
   std::vector<int64_t> tile_blk;
   const double lambda = kProbabilisticLambda;
@@ -301,6 +302,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         err_c.resize(n);
         err_c_det.resize(n);
         whi.resize(n);
+        ep.resize(n);
+        p_sub.resize(n);
         double lhi = 0, sum_whi = 0;
         // The reference's error r enters the centred sums once per row (§0, §5): sum err_c (|V - O| + r)
         // = sum err_c |V - O| + r sum err_c, and sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2)
@@ -314,10 +317,11 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           err_c[x] = wi.err_c;
           err_c_det[x] = wi.err_c_det;
           lhi += wi.lhi;
-          const double ep = E[x] * std::exp(eta[x]);
+          ep[x] = E[x] * std::exp(eta[x]);
+          p_sub[x] = E[x] * std::exp(-eta[x]) * S < mn_p;
           sum_err_c += wi.err_c;
           sum_err_c_det += wi.err_c_det;
-          sum_ep2 += ep * ep;
+          sum_ep2 += ep[x] * ep[x];
         }
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
@@ -326,7 +330,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const int nbl = tile_unknown ? int(n) : n_blocks_all;
           double excess_l = 0;
           for (size_t x = 0; x < n; ++x)
-            if (E[x] * std::exp(-eta[x]) * S < mn_p) excess_l = std::max(excess_l, std::max(whi[x], mn_p / S));
+            if (p_sub[x]) excess_l = std::max(excess_l, std::max(whi[x], mn_p / S));
           const double chain = l_chain(nbl, step, raises + merge, trunc_step, excess_l, den);  // §3.8
           eps_l = std::max(eps_l, chain);
           eps_l_prob = std::max(eps_l_prob, chain);  // truncation is one-signed: no sqrt(n) [H]
@@ -358,8 +362,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             }
             if (tc && v != 0) {
               const double vs = v / vd;
-              const bool p_sub = E[x] * std::exp(-eta[x]) * S < mn_p;  // P~ may be subnormal (or 0)
-              if (p_sub || std::fabs(vs) < mn_op)
+              if (p_sub[x] || std::fabs(vs) < mn_op)
                 excess = std::max(excess, std::max(whi[x], mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
             }
             const double dv_ = std::fabs(v - O);
@@ -369,13 +372,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             D += E[x] * std::fabs(v - O);
             W += whi[x] * std::fabs(v);
             if (op_term) vop += whi[x] * vdiff[size_t(keys[x]) * p.dv + c];
-            const double ep = E[x] * std::exp(eta[x]);
             if (!l_fp32) {
-              num_p2 += (ep * dv_) * (ep * dv_);
+              num_p2 += (ep[x] * dv_) * (ep[x] * dv_);
             } else {
-              tp += (uP * ep + zeta[x]) * std::fabs(v);
+              tp += (uP * ep[x] + zeta[x]) * std::fabs(v);
               tp_det += zeta[x] * std::fabs(v);
-              tp2 += (ep * v) * (ep * v);
+              tp2 += (ep[x] * v) * (ep[x] * v);
             }
           }
           B.scale_a[oi] = A / sumE;

@@ -47,24 +47,21 @@ __device__ __forceinline__ ChunkBlocks chunk_blocks(unsigned visible_lanes, bool
   return c;
 }
 
-// The row's sums over its visible keys of err_c, err_c_det and ep^2: with them the reference's error r
-// leaves the per-(key, column) loop. The centred sums over |V - O| + r split exactly as
-// sum err_c (|V - O| + r) = sum err_c |V - O| + r sum err_c, and the probabilistic one's root by
-// Minkowski: sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2) + r sqrt(sum ep^2)
-// (docs/error-analysis.md §0 and §5). Accumulated where each key's weights are made, in that order.
-struct KeySums {
-  double err_c = 0, err_c_det = 0, ep2 = 0;
-  __device__ __forceinline__ void add(double ec, double ecd, double ep) {
-    err_c += ec;
-    err_c_det += ecd;
-    ep2 += ep * ep;
-  }
-  __device__ __forceinline__ void warp_reduce() {
-    err_c = warp_sum(err_c);
-    err_c_det = warp_sum(err_c_det);
-    ep2 = warp_sum(ep2);
-  }
-};
+// KeySums (oracle_types.h): with them the reference's error r leaves the per-(key, column) loop. The
+// centred sums over |V - O| + r split exactly as sum err_c (|V - O| + r) = sum err_c |V - O| + r sum err_c,
+// and the probabilistic one's root by Minkowski: sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2)
+// + r sqrt(sum ep^2) (docs/error-analysis.md §0 and §5). Each lane adds the keys whose weights it makes,
+// in that order, then the warp reduces: the same bits in the single kernel and the weights kernel.
+__device__ __forceinline__ void add_key_sums(KeySums& k, double err_c, double err_c_det, double ep) {
+  k.err_c += err_c;
+  k.err_c_det += err_c_det;
+  k.ep2 += ep * ep;
+}
+__device__ __forceinline__ void warp_reduce(KeySums& k) {
+  k.err_c = warp_sum(k.err_c);
+  k.err_c_det = warp_sum(k.err_c_det);
+  k.ep2 = warp_sum(k.ep2);
+}
 
 // What each column's bound needs of its row.
 struct RowBoundTerms {

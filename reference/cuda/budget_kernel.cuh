@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           p_sub = E * exp(-eta) * bp.S < bp.mn_p;
           if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
           const double ep = E * exp(eta);
-          key_sums.add(wi.err_c, wi.err_c_det, ep);
+          add_key_sums(key_sums, wi.err_c, wi.err_c_det, ep);
           if constexpr (!kSplit) {  // the column sums below read them; the two-kernel form's read its workspace
             small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
             wk.E[lane] = E;
@@ -532,7 +532,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     den = warp_sum(den);
     lhi = warp_sum(lhi);
     excess_l = warp_max(excess_l);
-    key_sums.warp_reduce();
+    warp_reduce(key_sums);
 
     // §3.8 l, §3.11 / §3.12, §3.7's floor, §3.16 the domain; then each column's bound (§0) and the LSE (§3.15).
     double nl;
@@ -557,8 +557,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, key_sums.err_c, key_sums.err_c_det,
-                                key_sums.ep2, n, T, raises, merge, outside ? kRowOutside : kRowSums};
+      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, key_sums, n, T, raises, merge,
+                                outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
       const RowBoundTerms rt{den, sumE, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
                              int(n), T, raises, merge, pv_mode_of(bp)};

@@ -156,10 +156,8 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   if (idle) return;
 
   // §0: each column's bound from the row's terms.
-  KeySums key_sums;
-  key_sums.err_c = rt.sum_err_c, key_sums.err_c_det = rt.sum_err_c_det, key_sums.ep2 = rt.sum_ep2;
   const RowBoundTerms terms{rt.den, rt.sum_e, rt.eps_l, rt.eps_l_prob, rt.floor_abs,
-                            bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0, key_sums,
+                            bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0, rt.keys,
                             int(rt.n), rt.T, rt.raises, rt.merge, pv_mode_of(bp)};
   for (int cc = 0; cc < kSumsCols; ++cc) {
     const int c = g0 + lane + 32 * cc;

@@ -101,9 +101,14 @@ struct BudgetOut {
 inline constexpr int kWeightPlanes = 6;       // E, whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h)
 inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)
 enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
+// The row's sums over its visible keys of err_c, err_c_det and ep^2, through which the reference's error
+// enters the centred sums once per row (budget_column_sums.cuh add_key_sums).
+struct KeySums {
+  double err_c = 0, err_c_det = 0, ep2 = 0;
+};
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
   double den, sum_e, eps_l, eps_l_prob, floor_abs;
-  double sum_err_c, sum_err_c_det, sum_ep2;  // the reference error's share of the centred sums (KeySums)
+  KeySums keys;
   long long n;
   int T, raises, merge, state;
 };
