@@ -124,7 +124,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   B.o_bound_probabilistic.assign(p.o_size(), 0.0);
   B.lse_bound.assign(p.lse_size(), 0.0);
   B.lse_bound_probabilistic.assign(p.lse_size(), 0.0);
-  B.scale_a.assign(p.o_size(), 0.0);
+  if (ref.abs_scale.size() != p.o_size()) throw std::invalid_argument("error_budget: the reference has no A per element");
+  B.scale_a = ref.abs_scale;  // the reference's, computed beside O
   B.scale_d.assign(p.o_size(), 0.0);
 
   std::vector<int64_t> keys;
@@ -342,7 +343,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double O = ref.out.o[oi];
           if (std::isnan(O)) continue;
           const double oe = ref.o_error_bound[oi];
-          double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, A = 0, D = 0, vop = 0;
+          double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, D = 0, vop = 0;
           double excess = 0;  // largest alignment magnitude of a product with a subnormal P~ or V (tc)
           int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_tile = -1;
           int64_t last_blk = -1;
@@ -368,7 +369,6 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             const double dv_ = std::fabs(v - O);
             num += err_c[x] * dv_;
             num_det += err_c_det[x] * dv_;
-            A += E[x] * std::fabs(v);
             D += E[x] * std::fabs(v - O);
             W += whi[x] * std::fabs(v);
             if (op_term) vop += whi[x] * vdiff[size_t(keys[x]) * p.dv + c];
@@ -380,7 +380,6 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               tp2 += (ep[x] * v) * (ep[x] * v);
             }
           }
-          B.scale_a[oi] = A / sumE;
           B.scale_d[oi] = D / sumE;
           num += oe * sum_err_c;
           num_det += oe * sum_err_c_det;

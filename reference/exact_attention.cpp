@@ -104,6 +104,7 @@ Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in
   r.out.lse.assign(p.lse_size(), -inf);
   r.o_error_bound.assign(p.o_size(), 0.0);
   r.lse_error_bound.assign(p.lse_size(), 0.0);
+  r.abs_scale.assign(p.o_size(), 0.0);
 
   std::vector<double> w(p.n_k), eta(p.n_k);
   Eigen::VectorXd a(p.dv), abs_a(p.dv);
@@ -158,6 +159,7 @@ Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in
           const double o = a[c] / l;
           const double abs_scale = abs_a[c] / l * (1 + g);  // A'_k, inflated for its own rounding
           r.out.o[o0 + c] = o;
+          r.abs_scale[o0 + c] = std::isnan(o) ? 0.0 : abs_a[c] / l;
           r.o_error_bound[o0 + c] =
               1.001 * (2 * e * e * e * (e - 1) * abs_scale + g * (abs_scale + std::fabs(o)) + 2 * u * std::fabs(o) + underflow);
         }

@@ -36,6 +36,9 @@ struct Float64Attention {
   AttentionOutputs<double> out;
   std::vector<double> o_error_bound;
   std::vector<double> lse_error_bound;
+  // A_ik = sum_j P_ij |V_jk| as computed beside O (the sum of weight * |V| over l; the certificate uses it
+  // inflated by its own rounding): the scale of scaled ulps. 0 where O is NaN or the row sees no key.
+  std::vector<double> abs_scale;
 };
 Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in);
 

@@ -20,10 +20,10 @@ __device__ __forceinline__ double round_tf32(double x) {
   return static_cast<double>(__uint_as_float(u));
 }
 
-// One key's weights (budget_terms.h weight_interval and underflow): E, the interval's upper end, the
+// One key's weights (budget_terms.h weight_interval and underflow): the interval's upper end, the
 // centred sums' deterministic and probabilistic factors, E exp(eta), the underflow term.
 struct KeyWeights {
-  double E, whi, err_c, err_c_det, ep, zeta;
+  double whi, err_c, err_c_det, ep, zeta;
 };
 
 // Where the block counts of a chunk whose keys all lie in one tile start (the aligned case), from the
@@ -65,15 +65,14 @@ __device__ __forceinline__ void warp_reduce(KeySums& k) {
 
 // What each column's bound needs of its row.
 struct RowBoundTerms {
-  double den, sum_e, eps_l, eps_l_prob, floor_abs, fa1_tiles;
+  double den, eps_l, eps_l_prob, floor_abs, fa1_tiles;
   KeySums keys;
   int n, T, raises, merge;
   budget::PvMode pv_mode;
 };
 
 // One bound into the outputs, or its maximum with what is there (a basis with several budgets).
-__device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, double ob, double obp, double sa,
-                                            bool merge_max) {
+__device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, double ob, double obp, bool merge_max) {
   if (merge_max) {
     out.o_bound[at] = fmax(out.o_bound[at], ob);
     out.o_bound_prob[at] = fmax(out.o_bound_prob[at], obp);
@@ -81,28 +80,27 @@ __device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, do
     out.o_bound[at] = ob;
     out.o_bound_prob[at] = obp;
   }
-  out.scale_a[at] = sa;
 }
 
 template <int kCols>
 struct ColumnSums {
   // p2: the probabilistic model's sum of squares, of the centred terms (l from rounded P) or of the
   // P-rounding terms (l in fp32); one register set serves both.
-  double num[kCols], num_det[kCols], p2[kCols], tp[kCols], tp_det[kCols], A[kCols], W[kCols], vop[kCols],
+  double num[kCols], num_det[kCols], p2[kCols], tp[kCols], tp_det[kCols], W[kCols], vop[kCols],
       excess[kCols], O[kCols], oe[kCols];
   int nz_keys[kCols], nz_blocks[kCols], nz_tile_blocks[kCols], nz_max_tile_blocks[kCols], last_blk[kCols],
       last_tile[kCols];
   bool in_cols[kCols];
 
-  // Columns c0 + 32 cc (c0 = the group's first column + lane); the reference's O and its error where the
-  // row takes part.
-  __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int dv, bool active) {
+  // Columns c0 + stride cc (the single kernel: c0 = the group's first column + lane, stride 32; the sums
+  // kernel: + 2 lane, stride 1); the reference's O and its error where the row takes part.
+  __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int stride, int dv, bool active) {
     for (int cc = 0; cc < kCols; ++cc) {
-      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = A[cc] = W[cc] = vop[cc] = 0;
+      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = W[cc] = vop[cc] = 0;
       excess[cc] = 0;
       nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
       last_blk[cc] = last_tile[cc] = -1;
-      const int c = c0 + 32 * cc;
+      const int c = c0 + stride * cc;
       in_cols[cc] = c < dv;
       O[cc] = active && in_cols[cc] ? in.o_ref[o0 + c] : 0.0;
       oe[cc] = active && in_cols[cc] ? in.o_err[o0 + c] : 0.0;
@@ -110,7 +108,7 @@ struct ColumnSums {
   }
 
   // A chunk's visible keys (bit t of visible_lanes), ascending: weights(t) gives key t's KeyWeights,
-  // value(t, cc) its stored V in the lane's column cc (0 past dv), place(t, tile, blk) its tile and block
+  // value(t, vs) its stored V in the lane's columns (0 past dv), place(t, tile, blk) its tile and block
   // (kCounts only). kCounts: the per-key counts (a chunk with a zero in V); without them the counts advance
   // once per chunk (add_chunk_counts). The excess (rare: subnormal P or small V) is a warp-uniform branch
   // per key. kUnit: V's descale is 1, so v is the stored value itself (v * 1 is exact: the same bits).
@@ -128,8 +126,7 @@ struct ColumnSums {
 #pragma unroll 4
         for (int t = 0; t < 32; ++t) {
           double vs[kCols];
-#pragma unroll
-          for (int cc = 0; cc < kCols; ++cc) vs[cc] = value(t, cc);
+          value(t, vs);
           add_key<false, kUnit>(weights(t), vs, 0, 0, bp, vd);
         }
         return;
@@ -139,8 +136,7 @@ struct ColumnSums {
       const int t = __ffs(keys) - 1;
       const KeyWeights w = weights(t);
       double vs[kCols];  // stored units
-#pragma unroll
-      for (int cc = 0; cc < kCols; ++cc) vs[cc] = value(t, cc);
+      value(t, vs);
       if (excess_keys >> t & 1u) {  // some column may add to the excess (warp-uniform, rare)
         const bool p_sub = p_sub_keys >> t & 1u;
         for (int cc = 0; cc < kCols; ++cc)
@@ -178,7 +174,6 @@ struct ColumnSums {
       const double dv_ = fabs(v - O[cc]);  // the reference's error is added per row (KeySums)
       num[cc] += w.err_c * dv_;
       num_det[cc] += w.err_c_det * dv_;
-      A[cc] += w.E * fabs(v);
       W[cc] += w.whi * fabs(v);
       if (bp.op_round) vop[cc] += w.whi * fabs(round_tf32(v) - v);
       if (!bp.l_fp32) {
@@ -216,7 +211,7 @@ struct ColumnSums {
                                         int64_t o0, int c) const {
     const double inf = HUGE_VAL;
     if (O[cc] != O[cc]) {
-      write_bound(out, o0 + c, 0.0, 0.0, 0.0, bp.merge_max);
+      write_bound(out, o0 + c, 0.0, 0.0, bp.merge_max);
       return;
     }
     const double den = r.den;
@@ -241,7 +236,7 @@ struct ColumnSums {
                                                             r.floor_abs, true});
     if (ob != ob) ob = inf;  // far outside the model a term can be 0 * inf: no claim
     if (obp != obp) obp = inf;
-    write_bound(out, o0 + c, ob, obp, A[cc] / r.sum_e, bp.merge_max);
+    write_bound(out, o0 + c, ob, obp, bp.merge_max);
   }
 };
 

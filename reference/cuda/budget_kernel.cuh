@@ -89,8 +89,9 @@ __device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, 
 
 // The two-kernel form: a key's weights, zero where the row does not see it (the sums kernel copies a
 // chunk's weights whole, ahead of its sums, and reads those of the keys the row sees).
-__device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j) {
-  for (int p = 0; p < kWeightPlanes; ++p) wts.w[p * wts.slots * n_k + slot * n_k + j] = 0.0;
+__device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j,
+                                                   bool l_fp32) {
+  for (int p = 0; p < weight_planes(l_fp32); ++p) wts.w[p * wts.slots * n_k + slot * n_k + j] = 0.0;
 }
 
 // Keys per sweep-3 segment at most: whole tiles of at most this many keys (the host refuses wider steps).
@@ -104,7 +105,7 @@ __host__ __device__ constexpr int segment_keys(int tile_n) {
 struct WarpKeys {
   double z[kMaxSegment], R[kMaxSegment], op_err[kMaxSegment], run[kMaxSegment];
   int later[kMaxSegment], tile[kMaxSegment], blk[kMaxSegment];
-  double E[kChunk], whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+  double whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
 };
 __host__ __device__ constexpr size_t budget_warp_bytes(int d) {
   return smem_align(sizeof(WarpKeys)) + smem_align(2 * sizeof(double) * size_t(d));
@@ -169,9 +170,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     }
   }
 
-  auto write_row = [&](int c, double ob, double obp, double sa) {
-    write_bound(out, o0 + c, ob, obp, sa, bp.merge_max);
-  };
+  auto write_row = [&](int c, double ob, double obp) { write_bound(out, o0 + c, ob, obp, bp.merge_max); };
   auto write_lse = [&](double lb, double lbp) {
     if (lane != 0) return;
     if (bp.merge_max) {
@@ -190,7 +189,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   if (!idle) {
     ref_lse = in.lse_ref[lr];
     if (ref_lse != ref_lse || ref_lse == -inf) {
-      for (int c = lane; c < s.dv; c += 32) write_row(c, 0.0, 0.0, 0.0);
+      for (int c = lane; c < s.dv; c += 32) write_row(c, 0.0, 0.0);
       write_lse(0.0, 0.0);
       idle = true;
     }
@@ -213,24 +212,43 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   double* cache_z = cached ? in.scores + lr * s.n_k : nullptr;
   double* cache_R = cached ? cache_z + plane : nullptr;
   double* cache_op = cached ? cache_z + 2 * plane : nullptr;
+  // Filled by the score kernel (sweep 1 reads the cache as well): plane 0 times z_sign (the reference's
+  // fill is unsigned), and no operand error (plane 2 is the budget's own first sweep's, tf32 only).
+  const bool filled = in.scores_filled;
+  const double z_sign = filled ? in.z_sign : 1.0;
+  auto cached_score = [&](int64_t j) {
+    return KeyScore{z_sign * cache_z[j], cache_R[j], filled ? 0.0 : cache_op[j]};
+  };
 
   // Sweep 1: z_max, R_max, eps_max, V_max, n.
   double zmax = -inf, rmax = 0, eps_max = 0, vmax = 0;
   int64_t n = 0;
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
-  const bool filled = in.scores_filled;  // by the score kernel: sweep 1 reads the cache as well
-  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
+  // The score cache's reads are each sweep's latency (Nsight Compute: a quarter of the weights kernel's
+  // stall samples on their first use): filled, sweep 1 has no barrier and runs unrolled, its loads ahead of
+  // their uses; sweep 2 loads the next chunk's scores before this chunk's walk, sweep 3 a segment's before
+  // their stores. The maxima, sums and counts are the same (order-free, or in the same order).
+  if (filled) {
+#pragma unroll 4
+    for (int64_t j = chunk_floor(br.lo) + lane; j < br.hi; j += kChunk)
+      if (sees(j)) {
+        const KeyScore k = cached_score(j);
+        zmax = fmax(zmax, k.z);
+        rmax = fmax(rmax, k.R);
+        eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
+        vmax = fmax(vmax, in.key_vmax[kv0 + j]);
+        ++n;
+      }
+  }
+  for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi && !filled; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
-    if (!filled) {
-      __syncthreads();
-      stage_keys(j0, nc);
-      __syncthreads();
-    }
+    __syncthreads();
+    stage_keys(j0, nc);
+    __syncthreads();
     const int64_t j = j0 + lane;
     if (lane < nc && sees(j)) {
-      const KeyScore k = filled ? KeyScore{cache_z[j], cache_R[j], cache_op[j]}
-                                : key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
-      if (cached && !filled) {
+      const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+      if (cached) {
         cache_z[j] = k.z;
         cache_R[j] = k.R;
         cache_op[j] = k.op_err;
@@ -256,6 +274,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   {
     int cur_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
     double tmax = -inf, run_prev = -inf;
+    // The cached score of a chunk's key (lane), unsigned, loaded a chunk ahead.
+    auto cached_z = [&](int64_t j0) {
+      const int64_t j = j0 + lane;
+      return cached && j < br.hi && sees(j) ? cache_z[j] : 0.0;
+    };
+    double z_next = cached_z(chunk_floor(br.lo));
     for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
       if (!cached) {
@@ -263,10 +287,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         stage_k(s, br, j0, nc, kT, stored);
         __syncthreads();
       }
+      const double z_cached = z_next;
+      if (cached) z_next = cached_z(j0 + kChunk);
       const bool vis = lane < nc && sees(j0 + lane);
       const unsigned visible_lanes = __ballot_sync(0xffffffffu, vis);
       if (!visible_lanes) continue;
-      const double z = !vis ? 0.0 : cached ? cache_z[j0 + lane] : key_z(s, bp, qs, kT, lane);
+      const double z = !vis ? 0.0 : cached ? z_sign * z_cached : key_z(s, bp, qs, kT, lane);
       if (aligned) {
         // The chunk lies in one tile: its maximum, counts and blocks by warp votes; every lane keeps the
         // walk's state.
@@ -355,29 +381,41 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
     KeySums key_sums;
     ColumnSums<kBudgetCols> cs;
-    if constexpr (!kSplit) cs.start(in, o0, g0 + lane, s.dv, !idle);
+    if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle);
     int T_seen = 0, prefix = 0, cur_tile = -1;
     double run_prev = -inf, cur_run = -inf;
     if constexpr (kSplit)  // the keys before the first segment that the sums kernel's first chunk holds
       for (int64_t j = chunk_floor(br.lo) + lane; j < (br.lo / seg) * seg; j += 32)
-        split_zero_weights(wts, slot, s.n_k, j);
+        split_zero_weights(wts, slot, s.n_k, j, kLFp32);
     for (int64_t s0 = (br.lo / seg) * seg; s0 < br.hi; s0 += seg) {
       const int ns = int(min(int64_t(seg), br.hi - s0));
       // The segment's scores.
       unsigned seg_visible[kMaxSegment / kChunk] = {};
-      for (int c0 = 0; c0 < ns; c0 += kChunk) {
-        const int nc = min(kChunk, ns - c0);
-        if (!cached) {
-          __syncthreads();
-          stage_keys(s0 + c0, nc);
-          __syncthreads();
+      if (cached) {
+#pragma unroll
+        for (int c = 0; c < kMaxSegment / kChunk; ++c) {
+          const int c0 = c * kChunk;
+          const int64_t j = s0 + c0 + lane;
+          const bool vis = c0 < ns && lane < ns - c0 && sees(j);
+          seg_visible[c] = __ballot_sync(0xffffffffu, vis);
+          if (vis) {
+            const KeyScore k = cached_score(j);
+            wk.z[c0 + lane] = k.z;
+            wk.R[c0 + lane] = k.R;
+            wk.op_err[c0 + lane] = k.op_err;
+          }
         }
+      }
+      for (int c0 = 0; c0 < ns && !cached; c0 += kChunk) {
+        const int nc = min(kChunk, ns - c0);
+        __syncthreads();
+        stage_keys(s0 + c0, nc);
+        __syncthreads();
         const int64_t j = s0 + c0 + lane;
         const bool vis = lane < nc && sees(j);
         seg_visible[c0 / kChunk] = __ballot_sync(0xffffffffu, vis);
         if (vis) {
-          const KeyScore k = cached ? KeyScore{cache_z[j], cache_R[j], cache_op[j]}
-                                    : key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
+          const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
           wk.z[c0 + lane] = k.z;
           wk.R[c0 + lane] = k.R;
           wk.op_err[c0 + lane] = k.op_err;
@@ -464,7 +502,6 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           add_key_sums(key_sums, wi.err_c, wi.err_c_det, ep);
           if constexpr (!kSplit) {  // the column sums below read them; the two-kernel form's read its workspace
             small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
-            wk.E[lane] = E;
             wk.whi[lane] = wi.whi;
             wk.err_c[lane] = wi.err_c;
             wk.err_c_det[lane] = wi.err_c_det;
@@ -473,16 +510,15 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           } else {
             const int64_t plane = wts.slots * s.n_k;
             double* w = wts.w + slot * s.n_k + s0 + x;
-            w[0] = E;
-            w[plane] = wi.whi;
-            w[2 * plane] = wi.err_c;
-            w[3 * plane] = wi.err_c_det;
-            w[4 * plane] = ep;
-            w[5 * plane] = uf.zeta;
+            w[0] = wi.whi;
+            w[plane] = wi.err_c;
+            w[2 * plane] = wi.err_c_det;
+            w[3 * plane] = ep;
+            if constexpr (kLFp32) w[4 * plane] = uf.zeta;
           }
         }
         if constexpr (kSplit) {
-          if (lane < nc && !(visible_lanes >> lane & 1u)) split_zero_weights(wts, slot, s.n_k, s0 + x);
+          if (lane < nc && !(visible_lanes >> lane & 1u)) split_zero_weights(wts, slot, s.n_k, s0 + x, kLFp32);
           // The chunk's bits at their keys' places (a chunk starts at a multiple of 32 only where the step
           // is one); only words with a visible key are touched, and those the prologue cleared.
           const unsigned p_sub_lanes = __ballot_sync(0xffffffffu, p_sub);
@@ -511,9 +547,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         // §3.9 counts and the centred sums (budget_column_sums.cuh): this loop runs once per (row, key,
         // column), so it comes in copies, with the per-key counts (a chunk with a zero in V) and without.
         auto weights = [&](int t) {
-          return KeyWeights{wk.E[t], wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
+          return KeyWeights{wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
         };
-        auto value = [&](int t, int cc) { return cs.in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0; };
+        auto value = [&](int t, double (&vs)[kBudgetCols]) {
+#pragma unroll
+          for (int cc = 0; cc < kBudgetCols; ++cc) vs[cc] = cs.in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0;
+        };
         auto place = [&](int t, int& tile, int& blk) {
           tile = wk.tile[c0 + t];
           blk = wk.blk[c0 + t];
@@ -557,15 +596,15 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den, sumE, eps_l, eps_l_prob, floor_abs, key_sums, n, T, raises, merge,
+      wts.rows[slot] = RowTerms{den, eps_l, eps_l_prob, floor_abs, key_sums, n, T, raises, merge,
                                 outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
-      const RowBoundTerms rt{den, sumE, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
+      const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
                              int(n), T, raises, merge, pv_mode_of(bp)};
       for (int cc = 0; cc < kBudgetCols; ++cc) {
         const int c = g0 + lane + 32 * cc;
         if (c >= s.dv) break;
-        if (outside) write_row(c, inf, inf, 0.0);
+        if (outside) write_row(c, inf, inf);
         else cs.write(cc, rt, bp, out, o0, c);
       }
     }

@@ -2,8 +2,9 @@
 // sums, A and W, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13),
 // then each element's bound, from the weights the weights kernel (budget_kernel<..., kSplit = true>)
 // wrote for every key the row sees. Its blocks are the weights kernel's (the same rows, a warp each), one
-// per group of kSumsGroup columns; a lane owns the group's columns lane + 32 cc, as budget_kernel's
-// do in its groups of 32 * kBudgetCols. Two columns a lane, not four: with four (and their counts) a
+// per group of kSumsGroup columns; a lane owns two adjacent columns of the group, 2 lane and 2 lane + 1,
+// whose V it reads with one 16-byte load (budget_kernel's lanes own lane + 32 cc of their groups of
+// 32 * kBudgetCols; the sums per column are the same). Two columns a lane, not four: with four (and their counts) a
 // thread needed 178 registers, and spilled 236 bytes when held to 128; with one (more warps, twice the
 // weights' loads) it ran slower (H200, (1, 16, 16k, 128) bf16: budget 1.85 s against 1.60 s).
 // The loop over (key, column) and the bounds are budget_column_sums.cuh's, which the single kernel runs
@@ -23,7 +24,7 @@ inline constexpr int kSumsGroup = 32 * kSumsCols;  // columns a block
 
 // Per warp: the chunk's weights of its row (copied from BudgetWeights::w), plane by plane.
 struct SumKeys {
-  double E[kChunk], whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+  double whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
 };
 static_assert(sizeof(SumKeys) == kWeightPlanes * kChunk * sizeof(double), "SumKeys holds the weight planes in order");
 // Two buffers (this chunk's, and the next one's in flight), each: the group's columns of V (stored units,
@@ -66,14 +67,15 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   if (i < s.n_q) rt = wts.rows[slot];
   if (rt.state == kRowOutside)
     for (int c = g0 + lane; c < min(s.dv, g0 + kSumsGroup); c += 32)
-      write_bound(out, o0 + c, inf, inf, 0.0, bp.merge_max);
+      write_bound(out, o0 + c, inf, inf, bp.merge_max);
   const bool idle = rt.state != kRowSums;
   if (__syncthreads_and(idle)) return;
 
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const bool aligned = bp.tile_n % kChunk == 0;
   ColumnSums<kSumsCols> cs;
-  cs.start(in, o0, g0 + lane, s.dv, !idle);
+  static_assert(kSumsCols == 2, "a lane's columns are one double2");
+  cs.start(in, o0, g0 + 2 * lane, 1, s.dv, !idle);
   const int64_t plane = wts.slots * s.n_k;
   const double* w_row = wts.w + slot * s.n_k;
   const int gw = min(kSumsGroup, s.dv - g0);  // the group's columns
@@ -85,30 +87,44 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   const int64_t jb = chunk_floor(br.lo);
   const int chunks = int((br.hi - jb + kChunk - 1) / kChunk);
   const double* v_head = wts.v64 + v_base(s, br.b, br.hk, 0) + g0;
+  // The group's V copied in 16-byte pieces: a run of kSumsGroup values at an even offset (v64 is 16-byte
+  // aligned), each lane two columns of a key, each warp every warps-th key. With 8-byte copies indexed by a
+  // run-time division per copied value, the copies' index arithmetic was half of the kernel's instructions
+  // (Nsight Compute source counters, (1, 4, 4096, 128) bf16, H200).
+  const bool pairs = gw == kSumsGroup && s.dv % 2 == 0;
+  const int warps = int(blockDim.x) / 32;
+  const int64_t src_step = int64_t(warps) * s.dv;
   auto fetch = [&](int k) {
     if (k < chunks) {
       const int64_t j0 = jb + int64_t(k) * kChunk;
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
       double* v = vbuf(k % 2);
-      for (int e = threadIdx.x; e < nc * gw; e += blockDim.x) {
-        const int t = e / gw, c = e % gw;
-        cp_async_8(v + t * kSumsGroup + c, v_head + (j0 + t) * s.dv + c);
+      if (pairs) {  // a whole group: lane l copies columns 2 l, 2 l + 1 of the keys warp, warp + warps, ...
+        const double* src = v_head + (j0 + warp) * s.dv + 2 * lane;
+        for (int t = warp; t < nc; t += warps, src += src_step) cp_async_16(v + t * kSumsGroup + 2 * lane, src);
+      } else {
+        for (int e = threadIdx.x; e < nc * gw; e += blockDim.x) {
+          const int t = e / gw, c = e % gw;
+          cp_async_8(v + t * kSumsGroup + c, v_head + (j0 + t) * s.dv + c);
+        }
       }
       if (!idle && lane < nc) {
         double* w = reinterpret_cast<double*>(wbuf(k % 2));
-        for (int p = 0; p < kWeightPlanes; ++p) cp_async_8(w + p * kChunk + lane, w_row + p * plane + j0 + lane);
+        for (int p = 0; p < weight_planes(kLFp32); ++p)
+          cp_async_8(w + p * kChunk + lane, w_row + p * plane + j0 + lane);
       }
     }
     cp_async_commit();  // an empty group past the last chunk keeps the count of groups in flight
   };
-  // The chunk's bit masks and smallest |V| per key, loaded a chunk ahead into registers.
+  // The chunk's bit masks and smallest |V| per key, loaded a chunk ahead into registers (vmin of every key
+  // of the chunk: its uses test the key's bit, and a load behind the mask's waited for it).
   auto masks = [&](int k, unsigned& vis, unsigned& psub, double& vmin) {
     const int64_t j0 = jb + int64_t(k) * kChunk;
     vis = 0, psub = 0, vmin = 1.0;
     if (k < chunks && !idle) {
       vis = wts.visible[slot * wts.words + j0 / kChunk];
       psub = wts.p_sub[slot * wts.words + j0 / kChunk];
-      if (vis >> lane & 1u) vmin = in.key_vmin[kv0 + j0 + lane];
+      if (j0 + lane < br.hi) vmin = in.key_vmin[kv0 + j0 + lane];
     }
   };
   unsigned next_vis, next_psub;
@@ -132,9 +148,12 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     cp_async_wait_prior();  // chunk k's copies by this thread; the barrier makes everyone's visible
     __syncthreads();
     auto weights = [&](int t) {
-      return KeyWeights{wk.E[t], wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
+      return KeyWeights{wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], kLFp32 ? wk.zeta[t] : 0.0};
     };
-    auto value = [&](int t, int cc) { return vS[t * kSumsGroup + lane + 32 * cc]; };
+    auto value = [&](int t, double (&vs)[kSumsCols]) {
+      const double2 v = *reinterpret_cast<const double2*>(vS + t * kSumsGroup + 2 * lane);
+      vs[0] = v.x, vs[1] = v.y;
+    };
     auto place = [&](int t, int& tile, int& blk) {
       const int64_t key = j0 + t;
       tile = int(key / bp.tile_n);
@@ -156,11 +175,11 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   if (idle) return;
 
   // §0: each column's bound from the row's terms.
-  const RowBoundTerms terms{rt.den, rt.sum_e, rt.eps_l, rt.eps_l_prob, rt.floor_abs,
+  const RowBoundTerms terms{rt.den, rt.eps_l, rt.eps_l_prob, rt.floor_abs,
                             bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0, rt.keys,
                             int(rt.n), rt.T, rt.raises, rt.merge, pv_mode_of(bp)};
   for (int cc = 0; cc < kSumsCols; ++cc) {
-    const int c = g0 + lane + 32 * cc;
+    const int c = g0 + 2 * lane + cc;
     if (c >= s.dv) break;
     cs.write(cc, terms, bp, out, o0, c);
   }

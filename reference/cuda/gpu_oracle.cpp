@@ -225,9 +225,12 @@ namespace {
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores, split;
+      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores, split, detect;
   BudgetWeights weights{};  // over `split`, when it is allocated
   int vblocks = 0;
+  // The budgets read the reference's fill of the score cache (reference_and_budget); decided in the first
+  // pass, for all.
+  bool share_checked = false, share_scores = false;
 };
 
 // The two-kernel budget's workspace for passes of at most pass_rows rows, where the cap allows one block
@@ -237,7 +240,7 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   if (rows == 0 || p.n_k == 0) return 0;
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  // V as doubles, then per row of a launch its weights, masks and terms.
+  // V as doubles, then per row of a launch its weights, terms and masks.
   const size_t v64 = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * sizeof(double);
   const size_t cap = split_cap(free_b), per_row = budget_split_bytes_per_row(p.n_k);
   if (cap <= v64) return 0;
@@ -257,12 +260,14 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
     return 0;
   }
   w.split.bytes = bytes;
+  // V first (the allocation's alignment: the sums kernel copies it 16 bytes at a time), then the 8-byte
+  // arrays, then the masks.
   unsigned char* base = static_cast<unsigned char*>(w.split.ptr);
-  w.weights.w = reinterpret_cast<double*>(base);
-  w.weights.visible = reinterpret_cast<unsigned*>(base + weights);
-  w.weights.p_sub = reinterpret_cast<unsigned*>(base + weights + masks);
-  w.weights.rows = reinterpret_cast<RowTerms*>(base + weights + 2 * masks);
-  w.weights.v64 = reinterpret_cast<const double*>(base + weights + 2 * masks + rows_b);
+  w.weights.v64 = reinterpret_cast<const double*>(base);
+  w.weights.w = reinterpret_cast<double*>(base + v64);
+  w.weights.rows = reinterpret_cast<RowTerms*>(base + v64 + weights);
+  w.weights.visible = reinterpret_cast<unsigned*>(base + v64 + weights + rows_b);
+  w.weights.p_sub = reinterpret_cast<unsigned*>(base + v64 + weights + rows_b + masks);
   w.weights.slots = slots;
   w.weights.words = words;
   return bytes;
@@ -295,6 +300,7 @@ void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   w.best = DeviceBuffer(size_t(std::max(w.vblocks, 1)) * 256 * sizeof(double));
   w.cand = DeviceBuffer(kWorstCap * sizeof(Candidate));
   w.count = DeviceBuffer(sizeof(unsigned long long));
+  w.detect = DeviceBuffer(sizeof(unsigned));
 }
 
 // FLASHCHECK_ORACLE_SCORE_KERNEL=0 leaves the score cache to the kernels' first sweeps (the same bits,
@@ -304,24 +310,9 @@ bool score_kernel_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
-// One pass's reference, then its budget once per way the basis leaves open (merged by the maximum). With
-// the score cache, the score kernel fills it first for each (score_kernel.cuh).
-void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspace& w, const Events& ev) {
-  const Shape& s = w.s;
-  double* scores = w.scores.as<double>();
-  const bool fill = scores && score_kernel_enabled() && score_kernel_fits(s);
-  check(cudaEventRecord(ev.e[0]), "event");
-  if (fill) check(launch_scores(s, ScoreOperands{s.qd, s.kd, 1.0, 0.0, false, false}, scores), "score kernel");
-  check(launch_reference(s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
-                                         w.lse_err.as<double>()}, scores, fill),
-        "reference kernel");
-  check(cudaEventRecord(ev.e[1]), "event");
-  BudgetIn in{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(), w.lse_err.as<double>(),
-              w.key_vmax.as<double>(), w.key_vmin.as<double>(), scores, false};
-  const BudgetOut out{w.o_bound.as<double>(), w.o_bound_prob.as<double>(), w.lse_bound.as<double>(),
-                      w.lse_bound_prob.as<double>(), w.scale_a.as<double>()};
-  bool first = true;
-  ScoreOperands filled_with{};
+// The budgets a basis runs, one per way it leaves open (merged by the maximum), in launch order.
+std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& basis) {
+  std::vector<BudgetParams> out;
   for (bool l_fp32 : {false, true})
     for (Accumulation a : {Accumulation::tensor_core, Accumulation::ieee_fp32}) {
       RunOptions o = basis.options;
@@ -329,18 +320,67 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
       else if (l_fp32) continue;
       if (basis.both_accumulations) o.accumulation = a;
       else if (a == Accumulation::ieee_fp32) continue;
-      const BudgetParams bp = params_of(budget_constants(p, o, basis.tile_n), !first);
-      // The score kernel fills the budget's planes unless the tf32 operand term needs its third sum; a
-      // second launch with the same operands reads what the first one's fill left.
-      const ScoreOperands op{1.0, 1.0, bp.sgn, bp.mn_op, bp.tc, true};
-      const bool same = in.scores_filled && op.sign == filled_with.sign && op.mn == filled_with.mn &&
-                        op.align == filled_with.align;
-      in.scores_filled = fill && !bp.op_round;
-      if (in.scores_filled && !same) check(launch_scores(s, op, scores), "score kernel");
-      filled_with = op;
-      check(launch_budget(s, bp, in, out, w.split.ptr ? &w.weights : nullptr), "budget kernel");
-      first = false;
+      out.push_back(params_of(budget_constants(p, o, basis.tile_n), !out.empty()));
     }
+  return out;
+}
+
+// One pass's reference, then its budgets. With the score cache, the score kernel fills it first for each.
+// The budget's fill (stored units, the sign folded in, magnitudes aligned to mn) is the reference's (q * qd,
+// k * kd, |x|) up to the sign where both descales are 1 and align_mag changes no value of Q and K (one
+// scan of them, in the first pass): then the budgets read the reference's planes (times their sign)
+// instead of filling them again, the same bits.
+void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspace& w, const Events& ev) {
+  const Shape& s = w.s;
+  double* scores = w.scores.as<double>();
+  const bool fill = scores && score_kernel_enabled() && score_kernel_fits(s);
+  const std::vector<BudgetParams> budgets = basis_budgets(p, basis);
+  check(cudaEventRecord(ev.e[0]), "event");
+  if (!w.share_checked) {
+    w.share_checked = true;
+    if (fill && s.qd == 1.0 && s.kd == 1.0) {
+      double mn = 0;  // unchanged when aligned to the largest mn, a value is unchanged for every smaller one
+      for (const BudgetParams& bp : budgets) mn = std::max(mn, bp.mn_op);
+      check(cudaMemset(w.detect.ptr, 0, sizeof(unsigned)), "memset");
+      check(launch_aligned_change(s, mn, w.detect.as<unsigned>()), "aligned change kernel");
+      unsigned changed = 1;
+      check(cudaMemcpy(&changed, w.detect.ptr, sizeof changed, cudaMemcpyDeviceToHost), "aligned change");
+      w.share_scores = changed == 0;
+    }
+  }
+  if (fill) check(launch_scores(s, ScoreOperands{s.qd, s.kd, 1.0, 0.0, false, false}, scores), "score kernel");
+  check(launch_reference(s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
+                                         w.lse_err.as<double>(), w.scale_a.as<double>()}, scores, fill),
+        "reference kernel");
+  check(cudaEventRecord(ev.e[1]), "event");
+  // The cache holds the reference's fill, valid for every budget that the score kernel would fill.
+  bool reference_fill = fill && w.share_scores;
+  BudgetIn in{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(), w.lse_err.as<double>(),
+              w.key_vmax.as<double>(), w.key_vmin.as<double>(), scores, false, 1.0};
+  const BudgetOut out{w.o_bound.as<double>(), w.o_bound_prob.as<double>(), w.lse_bound.as<double>(),
+                      w.lse_bound_prob.as<double>()};
+  bool budget_fill = false;  // the cache holds the budget's fill for filled_with
+  ScoreOperands filled_with{};
+  for (const BudgetParams& bp : budgets) {
+    // The score kernel fills the budget's planes unless the tf32 operand term needs its third sum (that
+    // budget's first sweep writes them); a second launch with the same operands reads what the first
+    // one's fill left.
+    const ScoreOperands op{1.0, 1.0, bp.sgn, bp.mn_op, bp.tc, true};
+    in.scores_filled = fill && !bp.op_round;
+    in.z_sign = 1.0;
+    if (!in.scores_filled) {
+      reference_fill = budget_fill = false;  // the budget's first sweep overwrites the cache (if any)
+    } else if (reference_fill) {
+      in.z_sign = bp.sgn;
+    } else {
+      const bool same = budget_fill && op.sign == filled_with.sign && op.mn == filled_with.mn &&
+                        op.align == filled_with.align;
+      if (!same) check(launch_scores(s, op, scores), "score kernel");
+      budget_fill = true;
+      filled_with = op;
+    }
+    check(launch_budget(s, bp, in, out, w.split.ptr ? &w.weights : nullptr), "budget kernel");
+  }
   check(cudaEventRecord(ev.e[2]), "event");
 }
 
@@ -474,6 +514,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
     arrays->ref.o_error_bound.assign(p.o_size(), 0.0);
     arrays->ref.out.lse.assign(p.lse_size(), 0.0);
     arrays->ref.lse_error_bound.assign(p.lse_size(), 0.0);
+    arrays->ref.abs_scale.assign(p.o_size(), 0.0);
     arrays->budget.o_bound.assign(p.o_size(), 0.0);
     arrays->budget.o_bound_probabilistic.assign(p.o_size(), 0.0);
     arrays->budget.lse_bound.assign(p.lse_size(), 0.0);
@@ -497,6 +538,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
       download(w.o_err, no, arrays->ref.o_error_bound, o_at);
       download(w.lse_ref, size_t(pass.rows), arrays->ref.out.lse, at);
       download(w.lse_err, size_t(pass.rows), arrays->ref.lse_error_bound, at);
+      download(w.scale_a, no, arrays->ref.abs_scale, o_at);
       download(w.o_bound, no, arrays->budget.o_bound, o_at);
       download(w.o_bound_prob, no, arrays->budget.o_bound_probabilistic, o_at);
       download(w.lse_bound, size_t(pass.rows), arrays->budget.lse_bound, at);
@@ -568,10 +610,12 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
   ref.o_error_bound.assign(p.o_size(), 0.0);
   ref.out.lse.assign(p.lse_size(), 0.0);
   ref.lse_error_bound.assign(p.lse_size(), 0.0);
+  ref.abs_scale.assign(p.o_size(), 0.0);
   for (const Pass& pass : passes) {
     w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
     check(launch_reference(w.s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(),
-                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>()},
+                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>(),
+                                                                      w.scale_a.as<double>()},
                            nullptr, false),
           "reference kernel");
     const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
@@ -579,6 +623,7 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
     download(w.o_err, no, ref.o_error_bound, o_at);
     download(w.lse_ref, size_t(pass.rows), ref.out.lse, at);
     download(w.lse_err, size_t(pass.rows), ref.lse_error_bound, at);
+    download(w.scale_a, no, ref.abs_scale, o_at);
   }
   return ref;
 }

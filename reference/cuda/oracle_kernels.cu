@@ -94,6 +94,11 @@ cudaError_t launch_scores(const Shape& pass, const ScoreOperands& op, double* sc
   return cudaGetLastError();
 }
 
+cudaError_t launch_aligned_change(const Shape& s, double mn, unsigned* changed) {
+  aligned_change_kernel<<<1024, 256>>>(s, mn, changed);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_stored_v(const Shape& s, double* v64) {
   stored_v_kernel<<<1024, 256>>>(s, v64);
   return cudaGetLastError();

@@ -57,15 +57,17 @@ inline constexpr int kMaxRowsPerBlock = 8;
 
 // What the score kernel (score_kernel.cuh) computes per (row, key): plane 0 the dot product of
 // q * qd and k * kd (times sign, for the budget's sign-folded score), plane 1 the sum of their second
-// operands' products (|x|, or with align the magnitude raised to mn where it is non-zero and below it);
-// for the budget also plane 2, the tf32 operand error, which is 0 for the recipes it fills for.
+// operands' products (|x|, or with align the magnitude raised to mn where it is non-zero and below it).
+// Plane 2, the tf32 operand error, is only the budget's own first sweep's (the recipes the score kernel
+// fills for have none: read as 0).
 struct ScoreOperands {
   double qd, kd, sign, mn;
-  bool align, signed_scores;  // signed_scores: the budget's layout (sign applied, plane 2 written)
+  bool align, signed_scores;  // signed_scores: the budget's layout (sign applied)
 };
 
 struct ReferenceOut {
   double *o, *o_err, *lse, *lse_err;  // [rows * dv], [rows * dv], [rows], [rows]
+  double* abs_scale;  // [rows * dv]: A = sum of weight * |V| over l (Float64Attention::abs_scale)
 };
 
 // The budget's basis and the recipe's constants (reference/error_budget.h BudgetConstants).
@@ -86,9 +88,12 @@ struct BudgetIn {
   // sees and read by the other two instead of recomputing them from K.
   double* scores;
   bool scores_filled;  // the score kernel filled the cache for this launch: sweep 1 reads it too
+  // Where the score kernel filled it: the sign its plane 0 still needs (the budget's sgn where the cache
+  // holds the reference's fill, 1 where it holds the budget's own).
+  double z_sign;
 };
-struct BudgetOut {
-  double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob, *scale_a;
+struct BudgetOut {  // A (the scale of scaled ulps) is the reference's (ReferenceOut::abs_scale)
+  double *o_bound, *o_bound_prob, *lse_bound, *lse_bound_prob;
 };
 
 // The budget in two kernels (the default where this workspace can be had; FLASHCHECK_ORACLE_SPLIT_BYTES=0
@@ -98,7 +103,10 @@ struct BudgetOut {
 // kernel holds both in one thread's registers (255 of them, 8 warps per SM); apart, each needs far fewer,
 // so more warps hide the float64 latencies. Same operations in the same order: the same bits.
 // A launch covers `slots` rows (whole blocks of the pass); slot = block of the launch * rows_per_block + warp.
-inline constexpr int kWeightPlanes = 6;       // E, whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h)
+// whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h); zeta only under the FA-2 convention (l_fp32),
+// the only one whose sums read it: the default writes and copies the first four.
+inline constexpr int kWeightPlanes = 5;
+__host__ __device__ constexpr int weight_planes(bool l_fp32) { return l_fp32 ? kWeightPlanes : kWeightPlanes - 1; }
 inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)
 enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
 // The row's sums over its visible keys of err_c, err_c_det and ep^2, through which the reference's error
@@ -107,7 +115,7 @@ struct KeySums {
   double err_c = 0, err_c_det = 0, ep2 = 0;
 };
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
-  double den, sum_e, eps_l, eps_l_prob, floor_abs;
+  double den, eps_l, eps_l_prob, floor_abs;
   KeySums keys;
   long long n;
   int T, raises, merge, state;
@@ -154,6 +162,9 @@ cudaError_t launch_reference(const Shape& s, const double* key_vmax, const Refer
 // where the keys are too many for its grid (the kernels then fill it themselves).
 bool score_kernel_fits(const Shape& s);
 cudaError_t launch_scores(const Shape& s, const ScoreOperands& op, double* scores);
+// *changed = 1 where align_mag(x, mn) changes some value of Q or K (score_kernel.cuh aligned_change_kernel);
+// *changed must start at 0.
+cudaError_t launch_aligned_change(const Shape& s, double mn, unsigned* changed);
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
 cudaError_t launch_stored_v(const Shape& s, double* v64);
 // split: the two-kernel form's workspace (BudgetWeights above; its slots a multiple of the rows per

@@ -31,6 +31,7 @@ __device__ __forceinline__ void write_idle_row(const Shape& s, const ReferenceOu
   for (int c = lane; c < s.dv; c += 32) {
     out.o[o0 + c] = nan_score ? nan("") : 0.0;
     out.o_err[o0 + c] = 0.0;
+    out.abs_scale[o0 + c] = 0.0;
   }
   if (lane == 0) {
     out.lse[lr] = nan_score ? nan("") : -HUGE_VAL;
@@ -182,6 +183,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     const double o = a[cc] / l;
     const double abs_scale = abs_a[cc] / l * (1 + g);
     out.o[o0 + c] = o;
+    out.abs_scale[o0 + c] = o != o ? 0.0 : abs_a[cc] / l;
     out.o_err[o0 + c] =
         1.001 * (2 * e * e * e * (e - 1) * abs_scale + g * (abs_scale + fabs(o)) + 2 * u * fabs(o) + underflow);
   }

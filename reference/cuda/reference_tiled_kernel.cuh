@@ -221,6 +221,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       const double o = a[x][c] / lsum;
       const double abs_scale = abs_a[x][c] / lsum * (1 + g);
       out.o[lr * s.dv + col] = o;
+      out.abs_scale[lr * s.dv + col] = o != o ? 0.0 : abs_a[x][c] / lsum;
       out.o_err[lr * s.dv + col] =
           1.001 * (2 * e * e * e * (e - 1) * abs_scale + g * (abs_scale + fabs(o)) + 2 * u * fabs(o) + underflow);
     }

@@ -79,17 +79,24 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
       }
   };
 
+  // The staging's share of a thread: column sc of rows (and keys) sx, sx + 16, ..., as offsets from the
+  // tile's first row and key (with each element's 64-bit index computed afresh, the staging's index
+  // arithmetic was a quarter of the kernel's instructions: Nsight Compute source counters, H200).
+  constexpr int kStageRows = kScoreThreads / kScoreDepth;
+  const int sx = threadIdx.x / kScoreDepth, sc = threadIdx.x % kScoreDepth;
+  const int q_rows = int(min(int64_t(kScoreTile), s.n_q - br.i0)), k_rows = int(min(int64_t(kScoreTile), s.n_k - j0));
+  const int64_t q0 = q_base(s, br.b, br.h, br.i0) + sc, k0 = k_base(s, br.b, br.hk, j0) + sc;
   for (int c0 = 0; c0 < s.d; c0 += kScoreDepth) {
     __syncthreads();
     // Stage columns c0 .. c0 + 15 of the tile's rows and keys (zeros past the ends: fma(0, 0, acc) is acc).
     // changed: some staged second operand differs from |x| (the budget's alignment of a subnormal or NaN).
     bool changed = false;
-    for (int e = threadIdx.x; e < kScoreTile * kScoreDepth; e += kScoreThreads) {
-      const int x = e / kScoreDepth, c = e % kScoreDepth;
-      const int64_t i = br.i0 + x, j = j0 + x;
-      const bool col = c0 + c < s.d;
-      const double qv = col && i < s.n_q ? load_stored(s.in, s.q, q_base(s, br.b, br.h, i) + c0 + c) * op.qd : 0.0;
-      const double kv = col && j < s.n_k ? load_stored(s.in, s.k, k_base(s, br.b, br.hk, j) + c0 + c) * op.kd : 0.0;
+    const bool col = c0 + sc < s.d;
+#pragma unroll
+    for (int r = 0; r < kScoreTile / kStageRows; ++r) {
+      const int x = sx + r * kStageRows, c = sc;
+      const double qv = col && x < q_rows ? load_stored(s.in, s.q, q0 + int64_t(x) * s.d + c0) * op.qd : 0.0;
+      const double kv = col && x < k_rows ? load_stored(s.in, s.k, k0 + int64_t(x) * s.d + c0) * op.kd : 0.0;
       qa[c][x] = qv;
       ka[c][x] = kv;
       if (op.align) {
@@ -119,10 +126,25 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
       const int64_t j = j0 + key_of(k);
       if (j >= s.n_k) continue;
       z[j] = op.signed_scores ? op.sign * dot[r][k] : dot[r][k];
-      z[plane + j] = sum2[r][k];
-      if (op.signed_scores) z[2 * plane + j] = 0.0;  // the budget's operand error: 0 without the tf32 term
+      z[plane + j] = sum2[r][k];  // plane 2 (the tf32 operand error) is not read where this kernel filled
     }
   }
+}
+
+// Sets *changed where some value of Q or K (stored units) has a magnitude that align_mag(x, mn) changes
+// (non-zero below mn, or NaN). Where none does and both descales are 1, the reference's fill of the
+// cache (q * qd, k * kd, |x|) is the budget's (stored units, magnitudes aligned to mn) up to the sign: the
+// same values in the same fma chains and order, so the budget reads it instead of filling the cache again
+// (gpu_oracle.cpp). Once per judgement, over every value: the score kernel would test each one once per
+// tile of the other operand.
+__global__ void aligned_change_kernel(Shape s, double mn, unsigned* changed) {
+  const int64_t nq = int64_t(s.batch) * s.heads_q * s.n_q * s.d, nk = int64_t(s.batch) * s.heads_kv * s.n_k * s.d;
+  bool any = false;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < nq + nk; x += int64_t(gridDim.x) * blockDim.x) {
+    const double v = x < nq ? load_stored(s.in, s.q, x) : load_stored(s.in, s.k, x - nq);
+    any = any || !(align_mag(v, mn) == fabs(v));
+  }
+  if (__any_sync(0xffffffffu, any) && threadIdx.x % 32 == 0) atomicOr(changed, 1u);
 }
 
 }  // namespace fc::gpu::detail

@@ -222,6 +222,44 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
   }
 }
 
+// The budgets read the reference's fill of the score cache only where the tensor cores' alignment changes no
+// value of Q or K (reference/cuda/gpu_oracle.cpp): with subnormal keys the budget must fill its own, whose
+// R raises them to the format's minimum normal. Its bounds then equal, bit for bit, those of the kernels'
+// own first sweeps (FLASHCHECK_ORACLE_SCORE_KERNEL=0), which always align; reading the reference's |k|
+// instead changes R, and with it the bounds, of every row that sees such a key.
+TEST(OracleAgreement, SubnormalInputsKeepTheBudgetsOwnScores) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261203);
+  int aligned_cases = 0;
+  for (int n = 0; n < 24; ++n) {
+    const Recipe r = n % 2 ? Recipe::bf16 : Recipe::fp16;
+    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
+    RunOptions o = c.options;
+    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
+    const double sub = spec(recipe_spec(r).input).min_subnormal();
+    for (size_t x = 0; x < in.k.size(); x += 7) in.k[x] = sub * double(1 + x % 5) * (x % 2 ? 1 : -1);
+    const Problem& p = c.problem;
+    EmulatedKernel emu;
+    const SubjectOutput out = emu.run(p, in, o);
+    const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
+    gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+    aligned_cases += basis.options.accumulation == Accumulation::tensor_core || basis.both_accumulations;
+    gpu::Arrays filled, swept;
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 0, &filled);
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SCORE_KERNEL", "0", 1), 0);
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 0, &swept);
+    unsetenv("FLASHCHECK_ORACLE_SCORE_KERNEL");
+    const std::string what = c.describe();
+    ASSERT_EQ(filled.budget.o_bound.size(), swept.budget.o_bound.size()) << what;
+    for (size_t x = 0; x < filled.budget.o_bound.size(); ++x)
+      ASSERT_EQ(filled.budget.o_bound[x], swept.budget.o_bound[x]) << what << " bound[" << x << "]";
+    for (size_t x = 0; x < filled.budget.lse_bound.size(); ++x)
+      ASSERT_EQ(filled.budget.lse_bound[x], swept.budget.lse_bound[x]) << what << " LSE bound[" << x << "]";
+  }
+  EXPECT_GT(aligned_cases, 0) << "no case budgeted tensor-core accumulation, whose alignment is the point";
+}
+
 // The worst list when more elements tie at its threshold than the device list holds (65,536): V is zero
 // but for one element, of a key that only the last six rows see (causal), so every other element of O is
 // exact (error 0: a tie at a threshold of 0) and the elements with an error are at most six. All of them must head the
