@@ -3,8 +3,9 @@
 // subnormals, zeros in V), and on budgets with open choices (l convention, accumulation, step width, splits):
 //   - the GPU's O and LSE agree with the CPU float64 reference within the sum of their certified bounds,
 //     and with the MPFR reference within the GPU's own bound, NaN exactly where the CPU has NaN;
-//   - the GPU's budget (bounds and the scale A) agrees with the CPU's to 1e-9 relative: the same terms
-//     (reference/budget_terms.h) over the same rows, summed in another order;
+//   - the GPU's budget (bounds, and the scale A that each takes from its reference) agrees with the CPU's
+//     to 1e-9 relative: the same terms (reference/budget_terms.h) over the same rows, summed in another
+//     order;
 //   - the GPU's verdict on the emulation's output has the CPU's counts and maxima.
 // Skipped, visibly, where no CUDA device is usable.
 #include <gtest/gtest.h>
