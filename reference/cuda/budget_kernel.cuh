@@ -228,17 +228,17 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // stall samples on their first use): filled, sweep 1 has no barrier and runs unrolled, its loads ahead of
   // their uses; sweep 2 loads the next chunk's scores before this chunk's walk, sweep 3 a segment's before
   // their stores. The maxima, sums and counts are the same (order-free, or in the same order).
+  auto sweep1_key = [&](int64_t j, const KeyScore& k) {
+    zmax = fmax(zmax, k.z);
+    rmax = fmax(rmax, k.R);
+    eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
+    vmax = fmax(vmax, in.key_vmax[kv0 + j]);
+    ++n;
+  };
   if (filled) {
 #pragma unroll 4
     for (int64_t j = chunk_floor(br.lo) + lane; j < br.hi; j += kChunk)
-      if (sees(j)) {
-        const KeyScore k = cached_score(j);
-        zmax = fmax(zmax, k.z);
-        rmax = fmax(rmax, k.R);
-        eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
-        vmax = fmax(vmax, in.key_vmax[kv0 + j]);
-        ++n;
-      }
+      if (sees(j)) sweep1_key(j, cached_score(j));
   }
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi && !filled; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
@@ -253,11 +253,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         cache_R[j] = k.R;
         cache_op[j] = k.op_err;
       }
-      zmax = fmax(zmax, k.z);
-      rmax = fmax(rmax, k.R);
-      eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
-      vmax = fmax(vmax, in.key_vmax[kv0 + j]);
-      ++n;
+      sweep1_key(j, k);
     }
   }
   zmax = warp_max(zmax);
@@ -391,6 +387,11 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       const int ns = int(min(int64_t(seg), br.hi - s0));
       // The segment's scores.
       unsigned seg_visible[kMaxSegment / kChunk] = {};
+      auto keep_score = [&](int x, const KeyScore& k) {
+        wk.z[x] = k.z;
+        wk.R[x] = k.R;
+        wk.op_err[x] = k.op_err;
+      };
       if (cached) {
 #pragma unroll
         for (int c = 0; c < kMaxSegment / kChunk; ++c) {
@@ -398,12 +399,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           const int64_t j = s0 + c0 + lane;
           const bool vis = c0 < ns && lane < ns - c0 && sees(j);
           seg_visible[c] = __ballot_sync(0xffffffffu, vis);
-          if (vis) {
-            const KeyScore k = cached_score(j);
-            wk.z[c0 + lane] = k.z;
-            wk.R[c0 + lane] = k.R;
-            wk.op_err[c0 + lane] = k.op_err;
-          }
+          if (vis) keep_score(c0 + lane, cached_score(j));
         }
       }
       for (int c0 = 0; c0 < ns && !cached; c0 += kChunk) {
@@ -414,12 +410,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         const int64_t j = s0 + c0 + lane;
         const bool vis = lane < nc && sees(j);
         seg_visible[c0 / kChunk] = __ballot_sync(0xffffffffu, vis);
-        if (vis) {
-          const KeyScore k = key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane);
-          wk.z[c0 + lane] = k.z;
-          wk.R[c0 + lane] = k.R;
-          wk.op_err[c0 + lane] = k.op_err;
-        }
+        if (vis) keep_score(c0 + lane, key_score<kStagedK2>(s, bp, qs, q2, kT, k2T, lane));
       }
       __syncwarp();
       // The tile walk: each key's tile maximum (its tile lies within the segment), the running maximum
