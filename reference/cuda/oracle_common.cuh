@@ -109,15 +109,32 @@ __device__ __forceinline__ BlockRows block_rows(const Shape& s, int64_t block) {
 }
 __device__ __forceinline__ BlockRows block_rows(const Shape& s) { return block_rows(s, blockIdx.x); }
 
-// A stored element as a double, the format known at compile time.
+// A stored element's bits, and their value as a double, the format known at compile time (apart, so that
+// a load can be issued ahead of its use and held in one 32-bit register).
+template <Storage S>
+__device__ __forceinline__ uint32_t stored_bits(const void* base, int64_t idx) {
+  if constexpr (S == Storage::f32) return static_cast<const uint32_t*>(base)[idx];
+  else if constexpr (S == Storage::f16 || S == Storage::bf16) return static_cast<const uint16_t*>(base)[idx];
+  else return static_cast<const uint8_t*>(base)[idx];
+}
+template <Storage S>
+__device__ __forceinline__ double stored_value(uint32_t bits) {
+  if constexpr (S == Storage::f32) return static_cast<double>(__uint_as_float(bits));
+  else if constexpr (S == Storage::f16) return static_cast<double>(__half2float(__ushort_as_half(uint16_t(bits))));
+  else if constexpr (S == Storage::bf16) return static_cast<double>(__uint_as_float(bits << 16));
+  else if constexpr (S == Storage::e4m3) {
+    __nv_fp8_e4m3 x;
+    x.__x = uint8_t(bits);
+    return static_cast<double>(static_cast<float>(x));
+  } else {
+    __nv_fp8_e5m2 x;
+    x.__x = uint8_t(bits);
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
 template <Storage S>
 __device__ __forceinline__ double load_as(const void* base, int64_t idx) {
-  if constexpr (S == Storage::f32) return static_cast<double>(static_cast<const float*>(base)[idx]);
-  else if constexpr (S == Storage::f16)
-    return static_cast<double>(__half2float(__ushort_as_half(static_cast<const uint16_t*>(base)[idx])));
-  else if constexpr (S == Storage::bf16)
-    return static_cast<double>(__uint_as_float(uint32_t(static_cast<const uint16_t*>(base)[idx]) << 16));
-  else return load_stored(S, base, idx);
+  return stored_value<S>(stored_bits<S>(base, idx));
 }
 
 // Copies n rows of `width` stored elements from src (row-major from element `base`) into shared memory,

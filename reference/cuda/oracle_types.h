@@ -176,6 +176,10 @@ int budget_split_rows_per_block(int d, int dv);
 size_t budget_split_bytes_per_row(int64_t n_k);
 int64_t budget_split_words(int64_t n_k);  // BudgetWeights::words
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);
+// How many elements of `tests` random m16n8k4 float64 products differ from the fma chain over their four
+// products in ascending order (dmma_check.cu; 0 is what dmma.cuh assumes), or in descending order (the
+// check's control: it must see differences), or -1 on a CUDA error.
+int64_t dmma_chain_mismatches(uint64_t seed, int64_t tests, bool descending);
 cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,
                          unsigned long long* count, unsigned long long cap, int blocks);
 

@@ -1,30 +1,40 @@
 // Exact attention in float64 on the GPU, the reference kernel's arithmetic (reference_kernel.cuh) laid out
-// for the float64 units once the score kernel has filled the score cache: a block owns 32 rows of one
-// (batch, head), and its weighted sums over V are a tile of 32 rows by up to 128 columns, each thread
-// accumulating a 4 x 4 block of (row, column) pairs, so that every staged value of V serves four rows and
-// every weight four columns. In the row kernel a warp owns a row and a lane a column: each staged V value
-// served one row, for two multiply-adds per shared-memory load.
+// for the float64 tensor cores once the score kernel has filled the score cache: a block owns 32 rows of
+// one (batch, head), and its weighted sums over V, Σ w·v and Σ w·|v|, are matrix products of the chunk's
+// weights (32 rows by 32 keys) and its V (32 keys by up to 128 columns) on `mma` m16n8k4 in float64
+// (dmma.cuh), each warp 16 rows by every fourth 8-column tile. In the row kernel a warp owns a row and a
+// lane a column: each staged V value served one row, for two multiply-adds per shared-memory load.
 //
-// The same bits as the row kernel: every sum is the row kernel's, in its order. Per (row, column) the
-// products are added key after key, skipping the keys the row does not see (a NaN value there must not
-// reach the row); per row, the weights are summed per lane (key mod 32) over the chunks and then by the
-// same warp reduction, because warp w computes the weights of rows w, w + 8, w + 16 and w + 24 with lane t
-// on key t of each chunk, as the row kernel's warp does for its row. Maxima and counts are order-free.
+// The same bits as the row kernel: the tensor cores' float64 product is, per element, the fma chain over
+// its four keys in ascending order (measured, dmma.cuh), and a block feeds the keys in ascending order, so
+// every (row, column) sum is the row kernel's chain. A key a row does not see has weight 0 there, and
+// fma(0, v, a) = a for a finite v (a is never -0: it starts at +0, and a sum that comes out zero is +0),
+// so the chunk needs no row's test; a chunk with an infinity or a NaN in V (rare) takes the row kernel's
+// walk over the keys each row sees instead, on the same registers. Per row, the weights are summed per
+// lane (key mod 32) over the chunks and then by the same warp reduction, because warp w computes the
+// weights of rows w, w + 8, w + 16 and w + 24 with lane t on key t of each chunk, as the row kernel's warp
+// does for its row. Maxima and counts are order-free.
 #pragma once
 
+#include "reference/cuda/dmma.cuh"
 #include "reference/cuda/reference_kernel.cuh"
 
 namespace fc::gpu::detail {
 
 inline constexpr int kTiledRows = 32;      // rows per block
-inline constexpr int kTiledMaxDv = 128;    // value columns at most (32 threads x 4 columns)
-inline constexpr int kTiledThreads = 256;  // 8 warps: warp w owns rows 4w .. 4w + 3 of the sums
-inline constexpr int kRowsPerWarp = kTiledRows / 8;
+inline constexpr int kTiledMaxDv = 128;    // value columns at most (16 tiles of 8, four a warp)
+inline constexpr int kTiledThreads = 256;  // 8 warps: warp w owns rows 16 (w / 4) .. + 15 of the sums
+inline constexpr int kRowsPerWarp = kTiledRows / 8;  // of the weights
+inline constexpr int kWPitch = kChunk + 4;  // a fragment's 8 rows of 4 weights fall in distinct banks
+
+// The staged V's row pitch: the least at or above dv that is 8 mod 16 doubles, so that a B fragment (four
+// keys by eight columns) falls in distinct banks; at least dv rounded up to 8, the tiles' width.
+__host__ __device__ constexpr int tiled_v_pitch(int dv) { return dv + ((8 - dv % 16) + 16) % 16; }
 
 // Shared memory: the staged V chunk (true values), then the chunk's weights and visibility per row, the
 // rows' scalars, and the cached dot products of two chunks (this one's, and the next one's in flight).
 struct TiledRows {
-  double w[kTiledRows][kChunk];
+  double w[kTiledRows][kWPitch];
   unsigned seen[kTiledRows];  // bit t: the row sees key t of the chunk
   double m[kTiledRows], l[kTiledRows], e[kTiledRows], g[kTiledRows], underflow[kTiledRows];
   int64_t lo[kTiledRows], hi[kTiledRows], n[kTiledRows];
@@ -32,16 +42,10 @@ struct TiledRows {
   double dt[2][kTiledRows][kChunk], ad[2][kTiledRows][kChunk];  // by cp.async: each lane reads its own
 };
 
-// Whether none of four doubles is an infinity or a NaN (exponent field all ones), from their high words.
-__device__ __forceinline__ bool all_finite(const double (&v)[4]) {
-  int e = 0;
-#pragma unroll
-  for (int c = 0; c < 4; ++c) e = max(e, __double2hiint(v[c]) & 0x7ff00000);
-  return e != 0x7ff00000;
+__host__ __device__ constexpr size_t tiled_v_bytes(int dv) {
+  return smem_align(sizeof(double) * size_t(kChunk) * tiled_v_pitch(dv));
 }
-__host__ __device__ constexpr size_t reference_tiled_smem(int dv) {
-  return staged_v_bytes(dv) + smem_align(sizeof(TiledRows));
-}
+__host__ __device__ constexpr size_t reference_tiled_smem(int dv) { return tiled_v_bytes(dv) + smem_align(sizeof(TiledRows)); }
 
 __global__ void __launch_bounds__(kTiledThreads, 2)
     reference_tiled_kernel(Shape s, const double* key_vmax, ReferenceOut out, const double* scores) {
@@ -50,9 +54,15 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   const BlockRows br = block_rows(s);
   unsigned char* base = reinterpret_cast<unsigned char*>(smem);
   double* vS = reinterpret_cast<double*>(base);
-  TiledRows& tr = *reinterpret_cast<TiledRows*>(base + staged_v_bytes(s.dv));
+  TiledRows& tr = *reinterpret_cast<TiledRows*>(base + tiled_v_bytes(s.dv));
+  const int ldv = tiled_v_pitch(s.dv);
   const double vd = s.vd;
-  auto v_value = [vd](double x) { return x * vd; };
+  bool chunk_finite = true;  // this thread's staged values of the chunk
+  auto v_value = [vd, &chunk_finite](double x) {
+    const double y = x * vd;
+    chunk_finite = chunk_finite && y - y == 0;
+    return y;
+  };
   const double u = 0x1p-53, inf = HUGE_VAL;
   const int64_t plane = s.pass_rows * s.n_k, kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const double g_d = gamma53(double(s.d) + 1) * fabs(s.scale);
@@ -92,13 +102,15 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   }
   if (__syncthreads_or(any) == 0) return;
 
-  // This thread's 4 x 4 block of sums: rows 4 warp .. 4 warp + 3 (warp-uniform), columns 4 lane .. + 3.
-  const int r0 = kRowsPerWarp * warp, c0 = 4 * lane;
-  // The two 16-byte loads of a staged V row need an even row stride (the chunk is dv values a key).
-  const bool has_cols = c0 < s.dv, whole = c0 + 4 <= s.dv && s.dv % 2 == 0;
-  double a[kRowsPerWarp][4], abs_a[kRowsPerWarp][4];
-  for (int x = 0; x < kRowsPerWarp; ++x)
+  // This warp's sums: rows 16 (warp / 4) + g and + g + 8, the column tiles 8 nt with nt = warp % 4 + 4 i
+  // (columns 8 nt + 2 t and + 1), g = lane / 4, t = lane % 4: the m16n8k4 fragments (dmma.cuh).
+  const int g = lane / 4, tq = lane % 4, r0 = 16 * (warp / 4), nt0 = warp % 4, tiles = (s.dv + 7) / 8;
+  double a[4][4], abs_a[4][4];
+  for (int x = 0; x < 4; ++x)
     for (int c = 0; c < 4; ++c) a[x][c] = abs_a[x][c] = 0;
+  // The pitch's columns past dv are never staged: zero, so that the last tile's products there are finite.
+  for (int x = threadIdx.x; x < kChunk * (ldv - s.dv); x += blockDim.x)
+    vS[(x / (ldv - s.dv)) * ldv + s.dv + x % (ldv - s.dv)] = 0;
   // Lane partials of the rows whose weights this warp computes (v_max in stored units).
   double l[kRowsPerWarp], eta_max[kRowsPerWarp], v_max[kRowsPerWarp];
   for (int k = 0; k < kRowsPerWarp; ++k) l[k] = eta_max[k] = v_max[k] = 0;
@@ -130,7 +142,8 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk, buf ^= 1) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
     __syncthreads();  // the previous chunk's V and weights are read
-    stage_v(s, br, j0, nc, vS, v_value);
+    chunk_finite = true;
+    stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, nc, vS, ldv, 1, v_value);
     const int64_t j = j0 + lane;
     cp_async_wait_all();  // this chunk's dot products, copied by this thread
     for (int k = 0; k < kRowsPerWarp; ++k) {
@@ -150,43 +163,37 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       if (lane == 0) tr.seen[x] = seen;
     }
     if (j0 + kChunk < br.hi) chunk_vis = load_scores(j0 + kChunk, buf ^ 1);
-    __syncthreads();
-    if (!has_cols) continue;
-    unsigned seen[kRowsPerWarp];
-    for (int x = 0; x < kRowsPerWarp; ++x) seen[x] = tr.seen[r0 + x];
-    for (int t = 0; t < nc; ++t) {
-      double v[4];
-      if (whole) {
-        const double2 v01 = *reinterpret_cast<const double2*>(vS + t * s.dv + c0);
-        const double2 v23 = *reinterpret_cast<const double2*>(vS + t * s.dv + c0 + 2);
-        v[0] = v01.x, v[1] = v01.y, v[2] = v23.x, v[3] = v23.y;
-      } else {
-        for (int c = 0; c < 4; ++c) v[c] = c0 + c < s.dv ? vS[t * s.dv + c0 + c] : 0.0;
-      }
-      if (all_finite(v)) {
-        // A key a row does not see has weight 0 there, and fma(0, v, a) = a for a finite v (a is never -0:
-        // it starts at +0, and a sum that comes out zero is +0), so the sixteen pairs need no row's test
-        // and their chains interleave: the same bits as skipping the key.
+    if (__syncthreads_or(!chunk_finite) == 0) {
+      // Four keys a step, ascending: a's chains are the row kernel's (the header).
+      for (int k0 = 0; k0 < nc; k0 += 4) {
+        const double w0 = tr.w[r0 + g][k0 + tq], w1 = tr.w[r0 + g + 8][k0 + tq];
+        const double* vk = vS + (k0 + tq) * ldv + g;
 #pragma unroll
-        for (int x = 0; x < kRowsPerWarp; ++x) {
-          const double wt = tr.w[r0 + x][t];
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            a[x][c] = fma(wt, v[c], a[x][c]);
-            abs_a[x][c] = fma(wt, fabs(v[c]), abs_a[x][c]);
-          }
+        for (int i = 0; i < 4; ++i) {
+          const int nt = nt0 + 4 * i;
+          if (nt >= tiles) break;  // warp-uniform
+          const double v = vk[8 * nt];
+          dmma_16x8x4(a[i], w0, w1, v);
+          dmma_16x8x4(abs_a[i], w0, w1, fabs(v));
         }
-        continue;
       }
-      // An infinity or a NaN in V reaches only the rows that see its key.
-#pragma unroll
-      for (int x = 0; x < kRowsPerWarp; ++x) {
-        if (!(seen[x] >> t & 1u)) continue;  // warp-uniform: the row is the warp's
-        const double wt = tr.w[r0 + x][t];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          a[x][c] = fma(wt, v[c], a[x][c]);
-          abs_a[x][c] = fma(wt, fabs(v[c]), abs_a[x][c]);
+      continue;
+    }
+    // An infinity or a NaN in V reaches only the rows that see its key: the row kernel's walk.
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + g + 8 * h;
+      const unsigned seen = tr.seen[row];
+      for (int t = 0; t < nc; ++t) {
+        if (!(seen >> t & 1u)) continue;
+        const double wt = tr.w[row][t];
+        for (int i = 0; i < 4; ++i) {
+          const int nt = nt0 + 4 * i;
+          if (nt >= tiles) break;
+          for (int e = 0; e < 2; ++e) {
+            const double v = vS[t * ldv + 8 * nt + 2 * tq + e];
+            a[i][2 * h + e] = fma(wt, v, a[i][2 * h + e]);
+            abs_a[i][2 * h + e] = fma(wt, fabs(v), abs_a[i][2 * h + e]);
+          }
         }
       }
     }
@@ -209,21 +216,24 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     out.lse_err[lr0 + x] = 1.001 * (em + tr.g[x] + 2 * u * fabs(log(lsum)) + u * fabs(lse));
   }
   __syncthreads();
-  if (!has_cols) return;
-  for (int x = 0; x < kRowsPerWarp; ++x) {
-    const int row = r0 + x;
+  for (int h = 0; h < 2; ++h) {
+    const int row = r0 + g + 8 * h;
     if (!tr.active[row]) continue;
     const int64_t lr = lr0 + row;
-    const double lsum = tr.l[row], e = tr.e[row], g = tr.g[row], underflow = tr.underflow[row];
-    for (int c = 0; c < 4; ++c) {
-      const int col = c0 + c;
-      if (col >= s.dv) break;
-      const double o = a[x][c] / lsum;
-      const double abs_scale = abs_a[x][c] / lsum * (1 + g);
-      out.o[lr * s.dv + col] = o;
-      out.abs_scale[lr * s.dv + col] = o != o ? 0.0 : abs_a[x][c] / lsum;
-      out.o_err[lr * s.dv + col] =
-          1.001 * (2 * e * e * e * (e - 1) * abs_scale + g * (abs_scale + fabs(o)) + 2 * u * fabs(o) + underflow);
+    const double lsum = tr.l[row], e = tr.e[row], gm = tr.g[row], underflow = tr.underflow[row];
+    for (int i = 0; i < 4; ++i) {
+      const int nt = nt0 + 4 * i;
+      for (int c = 0; c < 2; ++c) {
+        const int col = 8 * nt + 2 * tq + c;
+        if (col >= s.dv) break;
+        const double sum = a[i][2 * h + c], abs_sum = abs_a[i][2 * h + c];
+        const double o = sum / lsum;
+        const double abs_scale = abs_sum / lsum * (1 + gm);
+        out.o[lr * s.dv + col] = o;
+        out.abs_scale[lr * s.dv + col] = o != o ? 0.0 : abs_sum / lsum;
+        out.o_err[lr * s.dv + col] =
+            1.001 * (2 * e * e * e * (e - 1) * abs_scale + gm * (abs_scale + fabs(o)) + 2 * u * fabs(o) + underflow);
+      }
     }
   }
 }

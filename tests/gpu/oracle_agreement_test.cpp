@@ -6,7 +6,8 @@
 //   - the GPU's budget (bounds, and the scale A that each takes from its reference) agrees with the CPU's
 //     to 1e-9 relative: the same terms (reference/budget_terms.h) over the same rows, summed in another
 //     order;
-//   - the GPU's verdict on the emulation's output has the CPU's counts and maxima.
+//   - the GPU's verdict on the emulation's output has the CPU's counts and maxima;
+//   - the float64 tensor cores sum as the fma chains the score kernel and the tiled reference count on.
 // Skipped, visibly, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
@@ -221,6 +222,18 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     for (size_t x = 0; x < v1.verdict.worst.size(); ++x) EXPECT_EQ(v1.verdict.worst[x].index, vn.verdict.worst[x].index) << what;
     if (HasFailure()) return;
   }
+}
+
+// The score kernel and the tiled reference give the row kernels' bits because each element of the tensor
+// cores' float64 product is the fma chain over its four products in ascending order (reference/cuda/dmma.cuh);
+// PassesDoNotChangeTheResult compares their results, this checks the instruction itself on operands of every
+// exponent range, subnormal ones and cancellation. The control: the chain in descending order differs.
+TEST(OracleAgreement, TensorCoresSumAsFmaChains) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  const int64_t tests = int64_t(1) << 18;  // 33.5 M elements
+  EXPECT_EQ(gpu::detail::dmma_chain_mismatches(20261203, tests, false), 0);
+  EXPECT_GT(gpu::detail::dmma_chain_mismatches(20261203, tests, true), 0);
 }
 
 // The budgets read the reference's fill of the score cache only where the tensor cores' alignment changes no
