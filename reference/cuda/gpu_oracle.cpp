@@ -63,7 +63,6 @@ Storage storage_of(Format f) {
     default: throw std::invalid_argument("GPU oracle: no storage for format fp64");
   }
 }
-size_t storage_bytes(Storage s) { return s == Storage::f32 ? 4 : (s == Storage::f16 || s == Storage::bf16) ? 2 : 1; }
 
 constexpr unsigned long long kWorstCap = 1 << 16;
 

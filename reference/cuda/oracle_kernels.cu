@@ -68,7 +68,7 @@ cudaError_t launch_reference(const Shape& pass, const double* key_vmax, const Re
     const unsigned blocks = place_pass(s, kTiledRows);  // a block may reach past the pass: not its rows
     const cudaError_t e = allow_max_smem(reference_tiled_kernel);
     if (e != cudaSuccess) return e;
-    reference_tiled_kernel<<<blocks, kTiledThreads, reference_tiled_smem(s.dv)>>>(s, key_vmax, out, scores);
+    reference_tiled_kernel<<<blocks, kTiledThreads, reference_tiled_smem(s.dv, s.in)>>>(s, key_vmax, out, scores);
     return cudaGetLastError();
   }
   const int rows = reference_rows_per_block(s.d, s.dv);

@@ -17,6 +17,10 @@
 namespace fc::gpu::detail {
 
 enum class Storage : int { f32 = 0, f16 = 1, bf16 = 2, e4m3 = 3, e5m2 = 4 };
+// Bytes a stored element takes.
+__host__ __device__ constexpr int storage_bytes(Storage s) {
+  return s == Storage::f32 ? 4 : (s == Storage::f16 || s == Storage::bf16) ? 2 : 1;
+}
 
 // The problem: shapes, mask and the tensors' storage (contiguous BHND), with 64-bit offsets.
 struct Shape {

@@ -41,11 +41,18 @@ struct TiledRows {
   int active[kTiledRows];  // takes part in the sums (a row of the pass with visible keys and no NaN score)
   double dt[2][kTiledRows][kChunk], ad[2][kTiledRows][kChunk];  // by cp.async: each lane reads its own
 };
+// Then two buffers of a chunk's V as stored (bytes): the next chunk's, copied by cp.async while this one
+// is summed.
+__host__ __device__ constexpr size_t tiled_raw_bytes(int dv, Storage in) {
+  return smem_align(size_t(kChunk) * dv * storage_bytes(in));
+}
 
 __host__ __device__ constexpr size_t tiled_v_bytes(int dv) {
   return smem_align(sizeof(double) * size_t(kChunk) * tiled_v_pitch(dv));
 }
-__host__ __device__ constexpr size_t reference_tiled_smem(int dv) { return tiled_v_bytes(dv) + smem_align(sizeof(TiledRows)); }
+__host__ __device__ constexpr size_t reference_tiled_smem(int dv, Storage in) {
+  return tiled_v_bytes(dv) + smem_align(sizeof(TiledRows)) + 2 * tiled_raw_bytes(dv, in);
+}
 
 __global__ void __launch_bounds__(kTiledThreads, 2)
     reference_tiled_kernel(Shape s, const double* key_vmax, ReferenceOut out, const double* scores) {
@@ -55,6 +62,8 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   unsigned char* base = reinterpret_cast<unsigned char*>(smem);
   double* vS = reinterpret_cast<double*>(base);
   TiledRows& tr = *reinterpret_cast<TiledRows*>(base + tiled_v_bytes(s.dv));
+  unsigned char* const raw0 = base + tiled_v_bytes(s.dv) + smem_align(sizeof(TiledRows));
+  auto raw = [&](int b) { return raw0 + b * tiled_raw_bytes(s.dv, s.in); };
   const int ldv = tiled_v_pitch(s.dv);
   const double vd = s.vd;
   bool chunk_finite = true;  // this thread's staged values of the chunk
@@ -81,14 +90,29 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     double m = -inf;
     bool nan_score = false;
     int64_t n = 0;
-    if (in_pass)
-      for (int64_t j = chunk_floor(br.lo) + lane; j < br.hi; j += kChunk)
-        if (j >= lo && j < hi && visible(s, i, j, br.len)) {
-          const double sc = s.scale * scores[lr * s.n_k + j];
-          ++n;
-          if (sc != sc) nan_score = true;
-          else m = fmax(m, sc);
+    if (in_pass) {
+      // The row's own keys, four chunks' loads before their uses: waiting on each load of the cache in
+      // turn was a fifth of this kernel's stall samples (Nsight Compute source counters, H200).
+      const double* z = scores + lr * s.n_k;
+      for (int64_t j0 = chunk_floor(lo) + lane; j0 < hi; j0 += 4 * kChunk) {
+        double sc[4];
+        bool seen[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int64_t j = j0 + q * kChunk;
+          seen[q] = j >= lo && j < hi && (s.dense == nullptr || visible(s, i, j, br.len));
+          sc[q] = seen[q] ? z[j] : 0.0;
         }
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (seen[q]) {
+            const double x = s.scale * sc[q];
+            ++n;
+            if (x != x) nan_score = true;
+            else m = fmax(m, x);
+          }
+      }
+    }
     m = warp_max(m);
     n = warp_sum_i(n);
     nan_score = __any_sync(0xffffffffu, nan_score);
@@ -124,7 +148,9 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     const int64_t j = j0 + lane;
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int x = warp + 8 * k;
-      if (tr.active[x] && lane < nc && j >= tr.lo[x] && j < tr.hi[x] && visible(s, i_of(x), j, br.len)) {
+      // Within the row's key range only the dense mask hides a key (visibility.h key_visible).
+      if (tr.active[x] && lane < nc && j >= tr.lo[x] && j < tr.hi[x] &&
+          (s.dense == nullptr || visible(s, i_of(x), j, br.len))) {
         const double* cache = scores + (lr0 + x) * s.n_k;
         cp_async_8(&tr.dt[b][x][lane], cache + j);
         cp_async_8(&tr.ad[b][x][lane], cache + plane + j);
@@ -135,17 +161,34 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     return vis;
   };
 
+  // V's chunks by cp.async as stored bytes, converted in shared memory once they are there: every chunk
+  // whole 16-byte pieces (dv elements a key a multiple of 16 bytes, V's base 16-byte aligned; chunks
+  // start at multiples of 32 keys). Otherwise the chunk is staged from device memory when it is summed.
+  const int elt = storage_bytes(s.in);
+  const bool v_async = (s.dv * elt) % 16 == 0 && reinterpret_cast<uintptr_t>(s.v) % 16 == 0;
+  auto fetch_v = [&](int64_t j0, int b) {
+    if (!v_async) return;
+    const int pieces = int(min(int64_t(kChunk), br.hi - j0)) * s.dv * elt / 16;
+    const unsigned char* src = static_cast<const unsigned char*>(s.v) + v_base(s, br.b, br.hk, j0) * elt;
+    for (int x = threadIdx.x; x < pieces; x += blockDim.x) cp_async_16(raw(b) + 16 * x, src + 16 * x);
+  };
+
   // Sweep 2: per chunk, the weights of every (row, key) of the block (warp w: rows w + 8k, lane t: key t),
   // then the tile's sums.
   int buf = 0;
+  fetch_v(chunk_floor(br.lo), buf);
   unsigned chunk_vis = load_scores(chunk_floor(br.lo), buf);
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk, buf ^= 1) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
-    __syncthreads();  // the previous chunk's V and weights are read
+    cp_async_wait_all();  // this chunk's dot products and V bytes, copied by this thread
+    __syncthreads();      // the previous chunk's V and weights are read, and everyone's copies are in
     chunk_finite = true;
-    stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, nc, vS, ldv, 1, v_value);
+    if (v_async) {
+      stage_rows_any(s.in, raw(buf), 0, s.dv, nc, vS, ldv, 1, v_value);
+    } else {
+      stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, nc, vS, ldv, 1, v_value);
+    }
     const int64_t j = j0 + lane;
-    cp_async_wait_all();  // this chunk's dot products, copied by this thread
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int x = warp + 8 * k;
       const bool vis = chunk_vis >> k & 1u;
@@ -162,7 +205,10 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       tr.w[x][lane] = w;
       if (lane == 0) tr.seen[x] = seen;
     }
-    if (j0 + kChunk < br.hi) chunk_vis = load_scores(j0 + kChunk, buf ^ 1);
+    if (j0 + kChunk < br.hi) {
+      fetch_v(j0 + kChunk, buf ^ 1);  // raw(buf ^ 1) was converted a chunk ago, before that chunk's barrier
+      chunk_vis = load_scores(j0 + kChunk, buf ^ 1);
+    }
     if (__syncthreads_or(!chunk_finite) == 0) {
       // Four keys a step, ascending: a's chains are the row kernel's (the header).
       for (int k0 = 0; k0 < nc; k0 += 4) {
