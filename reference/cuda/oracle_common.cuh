@@ -7,29 +7,61 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "reference/cuda/oracle_types.h"
 
 namespace fc::gpu::detail {
 
-// A stored element as a double (exact: every storage format is a subset of double).
-__device__ __forceinline__ double load_stored(Storage s, const void* base, int64_t idx) {
+// The storage format as a compile-time constant: with_storage(s, f) calls f(StorageTag<S>{}) for S = s,
+// the one place where a run-time format picks a template (a load is then the format's own). f is a device
+// lambda in the kernels and a host one at a launch; the pragma lets the one template call either.
+template <Storage S>
+using StorageTag = std::integral_constant<Storage, S>;
+#pragma nv_exec_check_disable
+template <class F>
+__host__ __device__ __forceinline__ decltype(auto) with_storage(Storage s, F&& f) {
   switch (s) {
-    case Storage::f32: return static_cast<double>(static_cast<const float*>(base)[idx]);
-    case Storage::f16: return static_cast<double>(__half2float(__ushort_as_half(static_cast<const uint16_t*>(base)[idx])));
-    case Storage::bf16:
-      return static_cast<double>(__uint_as_float(uint32_t(static_cast<const uint16_t*>(base)[idx]) << 16));
-    case Storage::e4m3: {
-      __nv_fp8_e4m3 x;
-      x.__x = static_cast<const uint8_t*>(base)[idx];
-      return static_cast<double>(static_cast<float>(x));
-    }
-    default: {
-      __nv_fp8_e5m2 x;
-      x.__x = static_cast<const uint8_t*>(base)[idx];
-      return static_cast<double>(static_cast<float>(x));
-    }
+    case Storage::f32: return f(StorageTag<Storage::f32>{});
+    case Storage::f16: return f(StorageTag<Storage::f16>{});
+    case Storage::bf16: return f(StorageTag<Storage::bf16>{});
+    case Storage::e4m3: return f(StorageTag<Storage::e4m3>{});
+    default: return f(StorageTag<Storage::e5m2>{});
   }
+}
+
+// A stored element's bits, and their value as a double, the format known at compile time (apart, so that
+// a load can be issued ahead of its use and held in one 32-bit register).
+template <Storage S>
+__device__ __forceinline__ uint32_t stored_bits(const void* base, int64_t idx) {
+  if constexpr (S == Storage::f32) return static_cast<const uint32_t*>(base)[idx];
+  else if constexpr (S == Storage::f16 || S == Storage::bf16) return static_cast<const uint16_t*>(base)[idx];
+  else return static_cast<const uint8_t*>(base)[idx];
+}
+template <Storage S>
+__device__ __forceinline__ double stored_value(uint32_t bits) {
+  if constexpr (S == Storage::f32) return static_cast<double>(__uint_as_float(bits));
+  else if constexpr (S == Storage::f16) return static_cast<double>(__half2float(__ushort_as_half(uint16_t(bits))));
+  else if constexpr (S == Storage::bf16) return static_cast<double>(__uint_as_float(bits << 16));
+  else if constexpr (S == Storage::e4m3) {
+    __nv_fp8_e4m3 x;
+    x.__x = uint8_t(bits);
+    return static_cast<double>(static_cast<float>(x));
+  } else {
+    __nv_fp8_e5m2 x;
+    x.__x = uint8_t(bits);
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
+template <Storage S>
+__device__ __forceinline__ double load_as(const void* base, int64_t idx) {
+  return stored_value<S>(stored_bits<S>(base, idx));
+}
+
+// A stored element as a double (exact: every storage format is a subset of double), the format known at
+// run time.
+__device__ __forceinline__ double load_stored(Storage s, const void* base, int64_t idx) {
+  return with_storage(s, [&](auto tag) { return load_as<decltype(tag)::value>(base, idx); });
 }
 
 // |x| raised to mn where it is non-zero and below it (the tensor cores align a product of a subnormal
@@ -109,34 +141,6 @@ __device__ __forceinline__ BlockRows block_rows(const Shape& s, int64_t block) {
 }
 __device__ __forceinline__ BlockRows block_rows(const Shape& s) { return block_rows(s, blockIdx.x); }
 
-// A stored element's bits, and their value as a double, the format known at compile time (apart, so that
-// a load can be issued ahead of its use and held in one 32-bit register).
-template <Storage S>
-__device__ __forceinline__ uint32_t stored_bits(const void* base, int64_t idx) {
-  if constexpr (S == Storage::f32) return static_cast<const uint32_t*>(base)[idx];
-  else if constexpr (S == Storage::f16 || S == Storage::bf16) return static_cast<const uint16_t*>(base)[idx];
-  else return static_cast<const uint8_t*>(base)[idx];
-}
-template <Storage S>
-__device__ __forceinline__ double stored_value(uint32_t bits) {
-  if constexpr (S == Storage::f32) return static_cast<double>(__uint_as_float(bits));
-  else if constexpr (S == Storage::f16) return static_cast<double>(__half2float(__ushort_as_half(uint16_t(bits))));
-  else if constexpr (S == Storage::bf16) return static_cast<double>(__uint_as_float(bits << 16));
-  else if constexpr (S == Storage::e4m3) {
-    __nv_fp8_e4m3 x;
-    x.__x = uint8_t(bits);
-    return static_cast<double>(static_cast<float>(x));
-  } else {
-    __nv_fp8_e5m2 x;
-    x.__x = uint8_t(bits);
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
-template <Storage S>
-__device__ __forceinline__ double load_as(const void* base, int64_t idx) {
-  return stored_value<S>(stored_bits<S>(base, idx));
-}
-
 // Copies n rows of `width` stored elements from src (row-major from element `base`) into shared memory,
 // element (t, c) to dst[t * row_pitch + c * col_pitch], mapped by f; rows n..kChunk-1 get f(0). The
 // block's threads walk the elements in order, stepping (t, c) without a division per element, and issue
@@ -166,13 +170,9 @@ __device__ __forceinline__ void stage_rows(const void* src, int64_t base, int wi
 template <class F>
 __device__ __forceinline__ void stage_rows_any(Storage st, const void* src, int64_t base, int width, int n,
                                                double* dst, int row_pitch, int col_pitch, F f) {
-  switch (st) {
-    case Storage::f32: return stage_rows<Storage::f32>(src, base, width, n, dst, row_pitch, col_pitch, f);
-    case Storage::f16: return stage_rows<Storage::f16>(src, base, width, n, dst, row_pitch, col_pitch, f);
-    case Storage::bf16: return stage_rows<Storage::bf16>(src, base, width, n, dst, row_pitch, col_pitch, f);
-    case Storage::e4m3: return stage_rows<Storage::e4m3>(src, base, width, n, dst, row_pitch, col_pitch, f);
-    default: return stage_rows<Storage::e5m2>(src, base, width, n, dst, row_pitch, col_pitch, f);
-  }
+  with_storage(st, [&](auto tag) {
+    stage_rows<decltype(tag)::value>(src, base, width, n, dst, row_pitch, col_pitch, f);
+  });
 }
 
 // Cooperative staging of keys [j0, j0 + n) (n <= kChunk) of (b, hk), each stored value mapped by f; the

@@ -91,13 +91,7 @@ cudaError_t launch_scores(const Shape& pass, const ScoreOperands& op, double* sc
   const unsigned key_tiles = unsigned((s.n_k + kScoreTile - 1) / kScoreTile);
   if (row_tiles == 0 || key_tiles == 0) return cudaSuccess;
   const dim3 grid(row_tiles, key_tiles);
-  switch (s.in) {
-    case Storage::f32: score_kernel<Storage::f32><<<grid, kScoreThreads>>>(s, op, scores); break;
-    case Storage::f16: score_kernel<Storage::f16><<<grid, kScoreThreads>>>(s, op, scores); break;
-    case Storage::bf16: score_kernel<Storage::bf16><<<grid, kScoreThreads>>>(s, op, scores); break;
-    case Storage::e4m3: score_kernel<Storage::e4m3><<<grid, kScoreThreads>>>(s, op, scores); break;
-    default: score_kernel<Storage::e5m2><<<grid, kScoreThreads>>>(s, op, scores); break;
-  }
+  with_storage(s.in, [&](auto tag) { score_kernel<decltype(tag)::value><<<grid, kScoreThreads>>>(s, op, scores); });
   return cudaGetLastError();
 }
 
