@@ -1,4 +1,5 @@
 #include "reference/exact_attention.h"
+#include "reference/exact_attention_mp.h"
 
 #include <Eigen/Dense>
 #include <cmath>

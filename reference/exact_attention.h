@@ -1,6 +1,7 @@
 // Exact attention: O = softmax(scale * Q K^T + mask) V and the log-sum-exp, on the exact values of
 // the inputs. Two precisions: float64 (Eigen), which carries a certified bound on its own error so it
-// can stand in for the exact result on large shapes, and MPFR multiprecision, the yardstick.
+// can stand in for the exact result on large shapes, and MPFR multiprecision, the yardstick
+// (exact_attention_mp.h).
 //
 // Semantics (docs/semantics.md): a row with no visible key gives O = 0 and LSE = -inf; NaN in an
 // input reaches exactly the outputs that depend on it; +-inf inputs are rejected.
@@ -8,7 +9,6 @@
 
 #include <vector>
 
-#include "reference/multiprecision.h"
 #include "reference/online_softmax.h"
 #include "reference/problem.h"
 
@@ -28,8 +28,6 @@ struct AttentionOutputs {
 // Throws std::invalid_argument for an invalid problem, wrongly sized tensors, or an infinite input
 // (the message names the tensor and the element).
 void validate_inputs(const Problem& p, const AttentionInputs& in);
-
-AttentionOutputs<mp_real> exact_attention_mp(const Problem& p, const AttentionInputs& in);
 
 // The float64 result, with per-element bounds on |O_f64 - O_exact| and |LSE_f64 - LSE_exact|.
 struct Float64Attention {

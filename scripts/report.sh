@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Ninja for a new build folder (a folder configured before keeps its generator): it compiles a target's
+# sources while the libraries it links are still being built, where CMake's Makefiles wait for them, so
+# on 2 cores both stay busy.
+export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 build=${FLASHCHECK_BUILD_DIR:-build}
 cuda=${FLASHCHECK_CUDA:-}
 if [ -z "$cuda" ]; then

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   librapidcheck-dev libgtest-dev libgmock-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev

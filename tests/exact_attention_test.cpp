@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "reference/exact_attention.h"
+#include "reference/exact_attention_mp.h"
 #include "reference/formats.h"
 
 namespace fc {

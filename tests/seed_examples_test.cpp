@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "reference/exact_attention.h"
+#include "reference/exact_attention_mp.h"
 #include "reference/online_softmax.h"
 
 namespace fc {

@@ -23,6 +23,7 @@
 #include "properties/check_pipeline.h"
 #include "properties/oracle.h"
 #include "reference/cuda/oracle_types.h"
+#include "reference/exact_attention_mp.h"
 #include "reference/gpu_oracle.h"
 #include "tests/budget/budget_support.h"
 

@@ -13,8 +13,7 @@
 #include <iostream>
 #include <memory>
 
-#include "reference/exact_attention.h"
-#include "reference/multiprecision.h"
+#include "reference/exact_attention_mp.h"
 #include "tools/command_registry.h"
 #include "tools/npy/attention_npy.h"
 #include "tools/report/atomic_file.h"
