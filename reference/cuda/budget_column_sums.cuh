@@ -35,7 +35,7 @@ struct ChunkBlocks {
 __device__ __forceinline__ ChunkBlocks chunk_blocks(unsigned visible_lanes, bool x_vis, int tile, int offset_in_tile,
                                                     const BudgetParams& bp) {
   const int lane = threadIdx.x % 32;
-  const int blk = (offset_in_tile + lane) / (bp.tc ? bp.block : 1);
+  const int blk = int(fast_div(bp.block_div, uint32_t(offset_in_tile + lane)));
   const unsigned before = visible_lanes & ((1u << lane) - 1u);
   const int prev_blk = __shfl_sync(0xffffffffu, blk, before ? 31 - __clz(before) : 0);
   ChunkBlocks c;

@@ -101,7 +101,16 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
       double* v = vbuf(k % 2);
       if (pairs) {  // a whole group: lane l copies columns 2 l, 2 l + 1 of the keys warp, warp + warps, ...
         const double* src = v_head + (j0 + warp) * s.dv + 2 * lane;
-        for (int t = warp; t < nc; t += warps, src += src_step) cp_async_16(v + t * kSumsGroup + 2 * lane, src);
+        double* dst = v + warp * kSumsGroup + 2 * lane;
+        if (nc == kChunk && warps == kSplitRowsPerBlock) {
+          // A whole chunk at the usual block size: a fixed count, the shared-memory offsets constants
+          // (the loop's index arithmetic was a tenth of the kernel's instructions).
+#pragma unroll
+          for (int k = 0; k < kChunk / kSplitRowsPerBlock; ++k)
+            cp_async_16(dst + k * kSplitRowsPerBlock * kSumsGroup, src + k * src_step);
+        } else {
+          for (int t = warp; t < nc; t += warps, src += src_step, dst += warps * kSumsGroup) cp_async_16(dst, src);
+        }
       } else {
         for (int e = threadIdx.x; e < nc * gw; e += blockDim.x) {
           const int t = e / gw, c = e % gw;
@@ -156,8 +165,8 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     };
     auto place = [&](int t, int& tile, int& blk) {
       const int64_t key = j0 + t;
-      tile = int(key / bp.tile_n);
-      blk = int((key - int64_t(tile) * bp.tile_n) / (bp.tc ? bp.block : 1));
+      tile = int(fast_div(bp.tile_div, uint32_t(key)));
+      blk = int(fast_div(bp.block_div, uint32_t(key - int64_t(tile) * bp.tile_n)));
     };
     // With V's descale 1 (every format but fp8) the common copy skips the multiplication by it.
     if (uniform && s.vd == 1.0)
@@ -167,7 +176,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     else
       cs.template add_chunk<true, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
     if (uniform && visible_lanes) {
-      const int tile = int(j0 / bp.tile_n);
+      const int tile = int(fast_div(bp.tile_div, uint32_t(j0)));
       cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, tile, int(j0 - int64_t(tile) * bp.tile_n), bp));
     }
     __syncthreads();  // everyone is done with buffer k % 2 before chunk k + 2's copies go there

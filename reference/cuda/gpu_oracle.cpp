@@ -92,6 +92,8 @@ BudgetParams params_of(const BudgetConstants& k, bool merge_max) {
   b.sigma = k.sigma, b.sgn = k.sgn, b.c32 = k.c32, b.eps_fin = k.eps_fin, b.u_out = k.u_out, b.out_abs = k.out_abs;
   b.lambda = kProbabilisticLambda;
   b.merge_max = merge_max;
+  b.tile_div = make_fast_div(uint32_t(b.tile_n));
+  b.block_div = make_fast_div(uint32_t(b.tc ? b.block : 1));
   return b;
 }
 
@@ -453,6 +455,9 @@ DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors
   if (p.d > kMaxHeadDim || p.dv > kMaxHeadDim)
     throw std::invalid_argument("GPU oracle: d = " + std::to_string(p.d) + ", dv = " + std::to_string(p.dv) +
                                 ": head dims up to " + std::to_string(kMaxHeadDim) + " only");
+  // Key offsets are 31-bit in the budget's kernels (fast_div.h).
+  if (p.n_k >= (int64_t(1) << 31))
+    throw std::invalid_argument("GPU oracle: N_k = " + std::to_string(p.n_k) + " keys: fewer than 2^31 only");
   if (basis.tile_n > kMaxStep)
     throw std::invalid_argument("GPU oracle: a softmax step of " + std::to_string(basis.tile_n) + " keys: up to " +
                                 std::to_string(kMaxStep) + " only");

@@ -206,6 +206,22 @@ __device__ __forceinline__ void cp_async_wait_prior() { asm volatile("cp.async.w
 // straddles a softmax step that is a multiple of kChunk keys wide.
 __device__ __forceinline__ int64_t chunk_floor(int64_t lo) { return lo / kChunk * kChunk; }
 
+// Element c of a small register array whose index is known only at run time, by selects: an indexed
+// access puts the array in local memory (the budget's segment masks did, a load per chunk).
+template <int N>
+__device__ __forceinline__ unsigned pick(const unsigned (&a)[N], int c) {
+  unsigned r = a[0];
+#pragma unroll
+  for (int k = 1; k < N; ++k) r = c == k ? a[k] : r;
+  return r;
+}
+template <int N>
+__device__ __forceinline__ void put(unsigned (&a)[N], int c, unsigned v) {
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (c == k) a[k] = v;
+}
+
 __device__ __forceinline__ double warp_sum(double x) {
   for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;

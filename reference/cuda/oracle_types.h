@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "reference/cuda/fast_div.h"
 #include "reference/element_verdict.h"
 #include "reference/visibility.h"
 
@@ -83,6 +84,8 @@ struct BudgetParams {
   double uP, S, theta_ftz, theta_abs, thresh, mn_op, mn_p, trunc_step, step, eps_s, abs_s;
   double sigma, sgn, c32, eps_fin, u_out, out_abs, lambda;
   bool merge_max;         // take the elementwise max with what is already in the outputs
+  // x / tile_n and x / (tc ? block : 1) for a key offset x < 2^31 (the oracle refuses N_k >= 2^31).
+  FastDiv tile_div, block_div;
 };
 struct BudgetIn {
   const double *o_ref, *o_err, *lse_ref, *lse_err;
