@@ -312,12 +312,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
             ++T;
           }
           cur_tile = tile;
-          lane_tmax = vis ? z : -inf;
+          lane_tmax = -inf;
           keys_in_tile = nv;
         } else {
-          lane_tmax = fmax(lane_tmax, vis ? z : -inf);
           keys_in_tile += nv;
         }
+        lane_tmax = fmax(lane_tmax, vis ? z : -inf);  // fmax: warp_max's inputs hold no NaN
         max_tile_keys = max(max_tile_keys, keys_in_tile);
         lane_keys += vis;
         const int blk =
@@ -392,6 +392,11 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle);
     int T_seen = 0, prefix = 0, cur_tile = -1;
     double run_prev = -inf, cur_run = -inf;
+    // Aligned, the segment is one tile: its running maximum and later raises are the same for every key
+    // of it, kept here instead of per key (the per-key stores and loads were a twentieth of the weights
+    // kernel's instructions); the single kernel's column sums still read each key's tile and block.
+    double seg_run = -inf;
+    int seg_later = 0;
     if constexpr (kSplit)  // the keys before the first segment that the sums kernel's first chunk holds
       for (int64_t j = chunk_floor(br.lo) + lane; j < (br.lo / seg) * seg; j += 32)
         split_zero_weights(wts, slot, s.n_k, j, kLFp32);
@@ -441,13 +446,13 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           cur_tile = tile;
           cur_run = T_seen == 0 ? tm : fmax(run_prev, tm);
           prefix += T_seen > 0 && budget::may_raise(tm, run_prev, eps_max, bp.split);
-          const int later = raises - prefix + (bp.split ? 1 : 0);
-          for (int x = lane; x < ns; x += kChunk) {
-            wk.run[x] = cur_run;
-            wk.later[x] = later;
-            wk.tile[x] = tile;
-            wk.blk[x] = int(fast_div(bp.block_div, uint32_t(x)));
-          }
+          seg_run = cur_run;
+          seg_later = raises - prefix + (bp.split ? 1 : 0);
+          if constexpr (!kSplit)
+            for (int x = lane; x < ns; x += kChunk) {
+              wk.tile[x] = tile;
+              wk.blk[x] = int(fast_div(bp.block_div, uint32_t(x)));
+            }
         }
       } else if (lane == 0) {
         for (int x = 0; x < ns; ++x) {
@@ -486,12 +491,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         if (visible_lanes >> lane & 1u) {  // §3.2-§3.7
           const double delta = zmax - wk.z[x];
           const double E = exp(-bp.sigma * delta);
-          const double run = wk.run[x];
+          const double run = aligned ? seg_run : wk.run[x];
           double e = 0;
           e += bp.sigma * (bp.eps_s * wk.R[x] + bp.abs_s);
           e += bp.sigma * wk.op_err[x];
           e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
-          e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, wk.later[x]);
+          e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
           const double eta = e * (1 + 1e-6);
           const budget::Underflow uf =
               budget::underflow(E, eta, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
@@ -528,7 +533,10 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           if (lane == 0 && visible_lanes) {
             const int64_t j = s0 + c0, at = slot * wts.words + j / kChunk;
             const int sh = int(j % kChunk);
-            if (visible_lanes << sh) {
+            if (sh == 0) {  // the chunk starts the word, so it is the first to touch it: a store, no load
+              wts.visible[at] = visible_lanes;
+              wts.p_sub[at] = p_sub_lanes;
+            } else if (visible_lanes << sh) {
               wts.visible[at] |= visible_lanes << sh;
               wts.p_sub[at] |= p_sub_lanes << sh;
             }

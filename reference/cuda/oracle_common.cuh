@@ -226,8 +226,13 @@ __device__ __forceinline__ double warp_sum(double x) {
   for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
-__device__ __forceinline__ double warp_max(double x) {  // NaN-free inputs
-  for (int off = 16; off > 0; off /= 2) x = fmax(x, __shfl_xor_sync(0xffffffffu, x, off));
+// Inputs without NaN (-inf allowed): a compare and a select a step, where fmax's NaN handling took about
+// thirteen instructions a step for doubles.
+__device__ __forceinline__ double warp_max(double x) {
+  for (int off = 16; off > 0; off /= 2) {
+    const double y = __shfl_xor_sync(0xffffffffu, x, off);
+    x = y > x ? y : x;
+  }
   return x;
 }
 __device__ __forceinline__ int64_t warp_sum_i(int64_t x) {
