@@ -205,10 +205,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     }
   }
   __syncwarp();
-  // Within the row's key range only the dense mask hides a key (visibility.h key_visible).
-  auto sees = [&](int64_t j) {
-    return !idle && j >= lo && j < hi && (s.dense == nullptr || visible(s, i, j, br.len));
-  };
+  auto sees = [&](int64_t j) { return !idle && sees_key(s, i, j, lo, hi, br.len); };
   // This row's slices of the score cache (block-uniform: every warp of the block stages or none does).
   const bool cached = in.scores != nullptr;
   const int64_t plane = s.pass_rows * s.n_k;
@@ -337,7 +334,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         for (int t = 0; t < nc; ++t) {
           if (!(visible_lanes >> t & 1u)) continue;
           const int64_t key = j0 + t;
-          const int tile = int(key / bp.tile_n);
+          const int tile = int(fast_div(bp.tile_div, uint32_t(key)));
           if (tile != cur_tile) {
             if (cur_tile >= 0) {  // the previous tile is complete
               const double run = T == 0 ? tmax : fmax(run_prev, tmax);
@@ -355,7 +352,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           max_tile_keys = max(max_tile_keys, keys_in_tile);
           const int64_t off = key - int64_t(tile) * bp.tile_n;
           lane_cnt[(off % 8) / 2]++;
-          const int blk = int(off / (bp.tc ? bp.block : 1));
+          const int blk = int(fast_div(bp.block_div, uint32_t(off)));
           if (tile != last_blk_tile || blk != last_blk) ++n_blocks_all;
           last_blk_tile = tile;
           last_blk = blk;
@@ -457,7 +454,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       } else if (lane == 0) {
         for (int x = 0; x < ns; ++x) {
           if (!(pick(seg_visible, x / kChunk) >> (x % kChunk) & 1u)) continue;
-          const int tile = int((s0 + x) / bp.tile_n);
+          const int tile = int(fast_div(bp.tile_div, uint32_t(s0 + x)));
           if (tile != cur_tile) {
             if (cur_tile >= 0) {
               run_prev = cur_run;
@@ -465,7 +462,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
             }
             cur_tile = tile;
             double tm = -inf;
-            for (int y = x; y < ns && int((s0 + y) / bp.tile_n) == tile; ++y)
+            for (int y = x; y < ns && int(fast_div(bp.tile_div, uint32_t(s0 + y))) == tile; ++y)
               if (pick(seg_visible, y / kChunk) >> (y % kChunk) & 1u) tm = fmax(tm, wk.z[y]);
             cur_run = T_seen == 0 ? tm : fmax(run_prev, tm);
             prefix += T_seen > 0 && budget::may_raise(tm, run_prev, eps_max, bp.split);
@@ -473,7 +470,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           wk.run[x] = cur_run;
           wk.later[x] = raises - prefix + (bp.split ? 1 : 0);
           wk.tile[x] = tile;
-          wk.blk[x] = int(((s0 + x) - int64_t(tile) * bp.tile_n) / (bp.tc ? bp.block : 1));
+          wk.blk[x] = int(fast_div(bp.block_div, uint32_t((s0 + x) - int64_t(tile) * bp.tile_n)));
         }
       }
       __syncwarp();

@@ -117,6 +117,12 @@ __device__ __forceinline__ void row_key_range(const Shape& s, int64_t i, int64_t
   if (hi < lo) hi = lo;
 }
 
+// Whether row i sees key j, given the row's key range [lo, hi) from row_key_range: within it only the dense
+// mask can hide a key (visibility.h key_visible), so the full test runs only where there is one.
+__device__ __forceinline__ bool sees_key(const Shape& s, int64_t i, int64_t j, int64_t lo, int64_t hi, int64_t len) {
+  return j >= lo && j < hi && (s.dense == nullptr || visible(s, i, j, len));
+}
+
 __device__ __forceinline__ BlockRows block_rows(const Shape& s, int64_t block) {
   const int64_t per_head = s.blocks_per_head(), g = s.block0 + block;
   const int64_t bh = g / per_head;

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
       __syncthreads();
     }
     const int64_t j = j0 + lane;
-    if (active && lane < nc && j >= lo && j < hi && visible(s, i, j, br.len)) {
+    if (active && lane < nc && sees_key(s, i, j, lo, hi, br.len)) {
       double sc;
       if (filled) {
         sc = s.scale * cache_dot[j];
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     __syncthreads();
     if (done) continue;
     const int64_t j = j0 + lane;
-    const bool vis = lane < nc && j >= lo && j < hi && visible(s, i, j, br.len);
+    const bool vis = lane < nc && sees_key(s, i, j, lo, hi, br.len);
     double w = 0;
     if (vis) {
       double ad;

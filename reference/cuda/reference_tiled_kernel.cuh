@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int64_t j = j0 + q * kChunk;
-          seen[q] = j >= lo && j < hi && (s.dense == nullptr || visible(s, i, j, br.len));
+          seen[q] = sees_key(s, i, j, lo, hi, br.len);
           sc[q] = seen[q] ? z[j] : 0.0;
         }
 #pragma unroll
@@ -148,9 +148,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     const int64_t j = j0 + lane;
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int x = warp + 8 * k;
-      // Within the row's key range only the dense mask hides a key (visibility.h key_visible).
-      if (tr.active[x] && lane < nc && j >= tr.lo[x] && j < tr.hi[x] &&
-          (s.dense == nullptr || visible(s, i_of(x), j, br.len))) {
+      if (tr.active[x] && lane < nc && sees_key(s, i_of(x), j, tr.lo[x], tr.hi[x], br.len)) {
         const double* cache = scores + (lr0 + x) * s.n_k;
         cp_async_8(&tr.dt[b][x][lane], cache + j);
         cp_async_8(&tr.ad[b][x][lane], cache + plane + j);
