@@ -64,13 +64,23 @@ FC_HOST_DEVICE inline bool may_raise(double tile_max, double run_before, double 
 // §3.7 Underflow of small P: whether a key's weight may fall below the flush / P-normal threshold, and
 // then its absolute error min(own value, theta), for the weight (zeta) and for l summed from the fp32 p
 // (zeta_l, only the ftz part).
+// A key's e^eta, e^-eta and e^eta - 1, the last as expm1 and e^eta as 1 + it (within an ulp of exp's):
+// three exponentials a key, not four, in the GPU budget's weights.
+struct EtaExp {
+  double ep, em, epm1;
+};
+FC_HOST_DEVICE inline EtaExp eta_exp(double eta) {
+  const double epm1 = std::expm1(eta);
+  return {1 + epm1, std::exp(-eta), epm1};
+}
+
 struct Underflow {
   double zeta, zeta_l;
 };
-FC_HOST_DEVICE inline Underflow underflow(double E, double eta, double eK, double thresh, double theta_abs,
+FC_HOST_DEVICE inline Underflow underflow(double E, const EtaExp& x, double eK, double thresh, double theta_abs,
                                           double theta_ftz, double uP, bool enabled) {
-  const bool flagged = enabled && E * std::exp(-eta) / eK < thresh;
-  const double val = E * std::exp(eta) * eK;
+  const bool flagged = enabled && E * x.em / eK < thresh;
+  const double val = E * x.ep * eK;
   if (!flagged) return {0.0, 0.0};
   return {min2(val * (1 + uP), theta_abs * eK), min2(val, theta_ftz * eK)};
 }
@@ -81,18 +91,22 @@ FC_HOST_DEVICE inline Underflow underflow(double E, double eta, double eK, doubl
 struct WeightInterval {
   double whi, den, err_c, err_c_det, lhi;
 };
-FC_HOST_DEVICE inline WeightInterval weight_interval(double E, double eta, double uP, const Underflow& uf, bool l_fp32) {
-  const double ep = std::exp(eta), em = std::exp(-eta);
+// The centred errors take e^eta - 1 as expm1(eta): eta is often ~1e-6, where exp(eta) - 1 keeps only about
+// 30 correct bits, and the sums round these weights up to fp32 (budget_sums.h), so two budgets whose
+// exp differs in the last bit (glibc's and CUDA's) would otherwise round them apart now and then.
+FC_HOST_DEVICE inline WeightInterval weight_interval(double E, const EtaExp& x, double uP, const Underflow& uf,
+                                                     bool l_fp32) {
+  const double ep = x.ep, em = x.em, epm1 = x.epm1;
   WeightInterval w;
   w.whi = E * ep * (1 + uP) + uf.zeta;
   if (!l_fp32) {
     w.den = max2(0.0, E * em * (1 - uP) - uf.zeta);
-    w.err_c = E * (ep * (1 + uP) - 1) + uf.zeta;
-    w.err_c_det = E * (ep - 1) + uf.zeta;
+    w.err_c = E * (epm1 * (1 + uP) + uP) + uf.zeta;  // E (e^eta (1 + uP) - 1)
+    w.err_c_det = E * epm1 + uf.zeta;
     w.lhi = w.whi;
   } else {
     w.den = max2(0.0, E * em - uf.zeta_l);
-    w.err_c = E * (ep - 1) + uf.zeta_l;
+    w.err_c = E * epm1 + uf.zeta_l;
     w.err_c_det = w.err_c;
     w.lhi = E * ep + uf.zeta_l;
   }

@@ -21,6 +21,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/element_verdict.h"
 #include "reference/tensor_core_model.h"
@@ -130,6 +131,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
 
   std::vector<int64_t> keys;
   std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi, ep;
+  std::vector<SumWeights> sw;
   std::vector<char> p_sub;  // per key: P~ may be subnormal (or 0)
   std::vector<int> tile_of, cnt;
   std::vector<int64_t> tile_blk;
@@ -245,7 +247,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           if (terms.exponent) e += exponent_argument(sigma, delta, run[t], eps_max);          // §3.3
           if (terms.rescale) e += rescale_factors(sigma, zmax, run[t], eps_max, C);           // §3.4
           eta[x] = e * (1 + 1e-6);
-          const Underflow uf = underflow(E[x], eta[x], eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
+          const Underflow uf = underflow(E[x], eta_exp(eta[x]), eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
           zeta[x] = uf.zeta;
           zeta_l[x] = uf.zeta_l;
         }
@@ -311,15 +313,16 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         for (size_t x = 0; x < n; ++x) {  // §3.6
-          const WeightInterval wi = weight_interval(E[x], eta[x], uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
+          const EtaExp ex = eta_exp(eta[x]);
+          const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           whi[x] = wi.whi;
           sum_whi += wi.whi;
           den += wi.den;
           err_c[x] = wi.err_c;
           err_c_det[x] = wi.err_c_det;
           lhi += wi.lhi;
-          ep[x] = E[x] * std::exp(eta[x]);
-          p_sub[x] = E[x] * std::exp(-eta[x]) * S < mn_p;
+          ep[x] = E[x] * ex.ep;
+          p_sub[x] = E[x] * ex.em * S < mn_p;
           sum_err_c += wi.err_c;
           sum_err_c_det += wi.err_c_det;
           sum_ep2 += ep[x] * ep[x];
@@ -338,15 +341,23 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         }
         const double floor_abs = terms.underflow ? (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (S * den) * vd : 0.0;
 
+        // §0's per-(key, column) sums in fp32 (budget_sums.h, §3.17), from each key's weights rounded up.
+        sw.resize(n);
+        for (size_t x = 0; x < n; ++x) {
+          const WeightInterval wi{whi[x], 0.0, err_c[x], err_c_det[x], 0.0};
+          sw[x] = sum_weights(wi, ep[x], zeta[x], uP, l_fp32);
+        }
         for (int c = 0; c < p.dv; ++c) {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi];
           if (std::isnan(O)) continue;
           const double oe = ref.o_error_bound[oi];
-          double num = 0, num_det = 0, num_p2 = 0, tp = 0, tp_det = 0, tp2 = 0, W = 0, D = 0, vop = 0;
+          const CentredAt at = centred_at(O, vd);
+          ColumnSum sums;
+          double D = 0;
           double excess = 0;  // largest alignment magnitude of a product with a subnormal P~ or V (tc)
           int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_tile = -1;
-          int64_t last_blk = -1;
+          int64_t last_blk = -1, chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
           for (size_t x = 0; x < n; ++x) {
             const double v = in.v[p.v_index(b, hk, keys[x], c)];
             if (v != 0) {
@@ -361,34 +372,29 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
                 last_blk = blk_id[x];
               }
             }
+            const double vs = v / vd;  // stored units (exact in fp32 for every storage format)
             if (tc && v != 0) {
-              const double vs = v / vd;
               if (p_sub[x] || std::fabs(vs) < mn_op)
-                excess = std::max(excess, std::max(whi[x], mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
+                excess = std::max(excess, std::max(double(sw[x].whi), mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
             }
-            const double dv_ = std::fabs(v - O);
-            num += err_c[x] * dv_;
-            num_det += err_c_det[x] * dv_;
+            if (keys[x] / kSumChunk != chunk) {
+              sums.flush(l_fp32, op_term);
+              chunk = keys[x] / kSumChunk;
+            }
+            const float vf = static_cast<float>(vs);
+            const float vop_diff = op_term ? static_cast<float>(vdiff[size_t(keys[x]) * p.dv + c]) : 0.0f;
+            sums.add(sw[x], vf, at.o, vop_diff, l_fp32, op_term);
             D += E[x] * std::fabs(v - O);
-            W += whi[x] * std::fabs(v);
-            if (op_term) vop += whi[x] * vdiff[size_t(keys[x]) * p.dv + c];
-            if (!l_fp32) {
-              num_p2 += (ep[x] * dv_) * (ep[x] * dv_);
-            } else {
-              tp += (uP * ep[x] + zeta[x]) * std::fabs(v);
-              tp_det += zeta[x] * std::fabs(v);
-              tp2 += (ep[x] * v) * (ep[x] * v);
-            }
           }
+          sums.flush(l_fp32, op_term);
           B.scale_d[oi] = D / sumE;
-          num += oe * sum_err_c;
-          num_det += oe * sum_err_c_det;
-          const double num_root = l_fp32 ? 0.0 : std::sqrt(num_p2) + oe * std::sqrt(sum_ep2);
-          const double Tc = num / den, Tp = tp / den, Wn = W / den, Vop = vop / den;
+          const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, at.shift, sum_err_c, sum_err_c_det,
+                                                       sum_ep2, l_fp32);
+          const double Tc = sb.num / den, Tp = sb.tp / den, Wn = sb.W / den, Vop = sb.vop / den;
           // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.
           const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
-          const double Tc_prob = std::min(Tc, (num_det + lambda * uP * num_root) / den);
-          const double Tp_prob = std::min(Tp, (tp_det + lambda * uP * std::sqrt(tp2)) / den);
+          const double Tc_prob = std::min(Tc, (sb.num_det + lambda * uP * sb.root) / den);
+          const double Tp_prob = std::min(Tp, (sb.tp_det + lambda * uP * sb.tp_root) / den);
           auto total = [&](double tc_, double tp_, double epv, double el) {  // §0
             return element_bound(ElementParts{std::fabs(O), oe, tc_, tp_, Vop, epv, Wn, Xn, el, eps_fin, u_out, out_abs,
                                               floor_abs, terms.reference});

@@ -5,26 +5,23 @@
 // same bits.
 #pragma once
 
+#include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/oracle_common.cuh"
 
 namespace fc::gpu::detail {
 
 // fp32 -> tf32, round to nearest even (the tf32 operands of the tf32 recipe), as reference/formats.h.
-__device__ __forceinline__ double round_tf32(double x) {
-  const float f = static_cast<float>(x);  // x is an fp32 value
+__device__ __forceinline__ float round_tf32_f(float f) {
   uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u) return x;  // inf / NaN
+  if ((u & 0x7f800000u) == 0x7f800000u) return f;  // inf / NaN
   u += 0x0fffu + ((u >> 13) & 1u);
   u &= ~0x1fffu;
-  return static_cast<double>(__uint_as_float(u));
+  return __uint_as_float(u);
 }
-
-// One key's weights (budget_terms.h weight_interval and underflow): the interval's upper end, the
-// centred sums' deterministic and probabilistic factors, E exp(eta), the underflow term.
-struct KeyWeights {
-  double whi, err_c, err_c_det, ep, zeta;
-};
+__device__ __forceinline__ double round_tf32(double x) {  // x is an fp32 value
+  return static_cast<double>(round_tf32_f(static_cast<float>(x)));
+}
 
 // Where the block counts of a chunk whose keys all lie in one tile start (the aligned case), from the
 // lanes' visible keys: the first visible key's block, the last one's, and how many later visible keys
@@ -84,19 +81,21 @@ __device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, do
 
 template <int kCols>
 struct ColumnSums {
-  // p2: the probabilistic model's sum of squares, of the centred terms (l from rounded P) or of the
-  // P-rounding terms (l in fp32); one register set serves both.
-  double num[kCols], num_det[kCols], p2[kCols], tp[kCols], tp_det[kCols], W[kCols], vop[kCols],
-      excess[kCols], O[kCols], oe[kCols];
+  budget::ColumnSum sum[kCols];  // the fp32 chains and their double sums (budget_sums.h)
+  double O[kCols], oe[kCols], shift[kCols], excess[kCols];
+  float o[kCols];  // O in V's stored units as fp32 (budget_sums.h centred_at)
   int nz_keys[kCols], nz_blocks[kCols], nz_tile_blocks[kCols], nz_max_tile_blocks[kCols], last_blk[kCols],
       last_tile[kCols];
+  int chunk;  // the key chunk (index / kSumChunk) the chains hold
   bool in_cols[kCols];
 
   // Columns c0 + stride cc (the single kernel: c0 = the group's first column + lane, stride 32; the sums
   // kernel: + 2 lane, stride 1); the reference's O and its error where the row takes part.
-  __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int stride, int dv, bool active) {
+  __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int stride, int dv, bool active,
+                                        double vd) {
+    chunk = -1;
     for (int cc = 0; cc < kCols; ++cc) {
-      num[cc] = num_det[cc] = p2[cc] = tp[cc] = tp_det[cc] = W[cc] = vop[cc] = 0;
+      sum[cc] = budget::ColumnSum{};
       excess[cc] = 0;
       nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
       last_blk[cc] = last_tile[cc] = -1;
@@ -104,58 +103,77 @@ struct ColumnSums {
       in_cols[cc] = c < dv;
       O[cc] = active && in_cols[cc] ? in.o_ref[o0 + c] : 0.0;
       oe[cc] = active && in_cols[cc] ? in.o_err[o0 + c] : 0.0;
+      const budget::CentredAt at = budget::centred_at(O[cc], vd);
+      o[cc] = at.o;
+      shift[cc] = at.shift;
     }
   }
 
-  // A chunk's visible keys (bit t of visible_lanes), ascending: weights(t) gives key t's KeyWeights,
-  // value(t, vs) its stored V in the lane's columns (0 past dv), place(t, tile, blk) its tile and block
-  // (kCounts only). kCounts: the per-key counts (a chunk with a zero in V); without them the counts advance
-  // once per chunk (add_chunk_counts). The excess (rare: subnormal P or small V) is a warp-uniform branch
-  // per key. kUnit: V's descale is 1, so v is the stored value itself (v * 1 is exact: the same bits).
-  // Columns past dv run the same instructions on V = 0 and are never written, so the columns' chains
-  // interleave instead of waiting on each other behind a bounds branch.
-  template <bool kCounts, bool kUnit, class Weights, class Value, class Place>
-  __device__ __forceinline__ void add_chunk(unsigned visible_lanes, unsigned excess_keys, unsigned p_sub_keys,
-                                            const BudgetParams& bp, double vd, Weights weights, Value value,
-                                            Place place) {
+  // The chains restart at every multiple of kSumChunk keys (budget_sums.h): before adding key j.
+  __device__ __forceinline__ void enter_chunk(int64_t j, const BudgetParams& bp) {
+    const int c = int(j / budget::kSumChunk);
+    if (c != chunk) {
+      for (int cc = 0; cc < kCols; ++cc) sum[cc].flush(bp.l_fp32, bp.op_round);
+      chunk = c;
+    }
+  }
+  __device__ __forceinline__ void finish(const BudgetParams& bp) {
+    for (int cc = 0; cc < kCols; ++cc) sum[cc].flush(bp.l_fp32, bp.op_round);
+  }
+
+  // A chunk's visible keys (bit t of visible_lanes, key j0 + t), ascending: weights(t) gives key t's
+  // SumWeights, value(t, vs) its stored V in the lane's columns as fp32 (0 past dv), place(t, tile, blk) its
+  // tile and block (kCounts only). kCounts: the per-key counts (a chunk with a zero in V); without them the
+  // counts advance once per chunk (add_chunk_counts). The excess (rare: subnormal P or small V) is a
+  // warp-uniform branch per key. Columns past dv run the same instructions on V = 0 and are never written,
+  // so the columns' chains interleave instead of waiting on each other behind a bounds branch.
+  template <bool kCounts, class Weights, class Value, class Place>
+  __device__ __forceinline__ void add_chunk(int64_t j0, unsigned visible_lanes, unsigned excess_keys,
+                                            unsigned p_sub_keys, const BudgetParams& bp, double vd, Weights weights,
+                                            Value value, Place place) {
     if constexpr (!kCounts) {
-      // The common chunk (every key visible, none with an excess): a loop of fixed length, without the
-      // bit walk and the per-key excess test, which were about a third of this loop's instructions (the
-      // sums kernel was bound by their issue, Nsight Compute: 68 % issue, the float64 units at 30 %).
-      if (visible_lanes == 0xffffffffu && excess_keys == 0) {
-#pragma unroll 4
+      // The common chunk (every key visible, none with an excess, j0 a multiple of kSumChunk): a loop of
+      // fixed length, without the bit walk and the per-key excess test, which were about a third of this
+      // loop's instructions (the sums kernel was bound by their issue).
+      if (visible_lanes == 0xffffffffu && excess_keys == 0 && j0 % budget::kSumChunk == 0) {
+        enter_chunk(j0, bp);
+#pragma unroll
         for (int t = 0; t < 32; ++t) {
-          double vs[kCols];
+          float vs[kCols];
           value(t, vs);
-          add_key<false, kUnit>(weights(t), vs, 0, 0, bp, vd);
+          add_key<false>(weights(t), vs, 0, 0, bp);
         }
         return;
       }
     }
     for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {
       const int t = __ffs(keys) - 1;
-      const KeyWeights w = weights(t);
-      double vs[kCols];  // stored units
+      const budget::SumWeights w = weights(t);
+      float vs[kCols];  // stored units
       value(t, vs);
       if (excess_keys >> t & 1u) {  // some column may add to the excess (warp-uniform, rare)
         const bool p_sub = p_sub_keys >> t & 1u;
-        for (int cc = 0; cc < kCols; ++cc)
-          if (vs[cc] * vd != 0 && (p_sub || fabs(vs[cc]) < bp.mn_op))
-            excess[cc] = fmax(excess[cc], fmax(w.whi, bp.mn_p / bp.S) * align_mag(vs[cc], bp.mn_op) * vd);
+        for (int cc = 0; cc < kCols; ++cc) {
+          const double v = vs[cc];
+          if (v * vd != 0 && (p_sub || fabs(v) < bp.mn_op))
+            excess[cc] = fmax(excess[cc], fmax(double(w.whi), bp.mn_p / bp.S) * align_mag(v, bp.mn_op) * vd);
+        }
       }
       int tile = 0, blk = 0;
       if constexpr (kCounts) place(t, tile, blk);
-      add_key<kCounts, kUnit>(w, vs, tile, blk, bp, vd);
+      enter_chunk(j0 + t, bp);
+      add_key<kCounts>(w, vs, tile, blk, bp);
     }
   }
 
-  // One key's step in the lane's columns: its counts (kCounts) and every sum, in the order of the CPU's.
-  template <bool kCounts, bool kUnit>
-  __device__ __forceinline__ void add_key(const KeyWeights& w, const double (&vs)[kCols], int tile, int blk,
-                                          const BudgetParams& bp, double vd) {
+  // One key's step in the lane's columns: its counts (kCounts) and every sum (budget_sums.h), in the order
+  // of the CPU's.
+  template <bool kCounts>
+  __device__ __forceinline__ void add_key(const budget::SumWeights& w, const float (&vs)[kCols], int tile, int blk,
+                                          const BudgetParams& bp) {
 #pragma unroll
     for (int cc = 0; cc < kCols; ++cc) {
-      const double v = kUnit ? vs[cc] : vs[cc] * vd;
+      const float v = vs[cc];
       if constexpr (kCounts) {
         if (v != 0) {
           ++nz_keys[cc];
@@ -171,18 +189,8 @@ struct ColumnSums {
           }
         }
       }
-      const double dv_ = fabs(v - O[cc]);  // the reference's error is added per row (KeySums)
-      num[cc] += w.err_c * dv_;
-      num_det[cc] += w.err_c_det * dv_;
-      W[cc] += w.whi * fabs(v);
-      if (bp.op_round) vop[cc] += w.whi * fabs(round_tf32(v) - v);
-      if (!bp.l_fp32) {
-        p2[cc] += (w.ep * dv_) * (w.ep * dv_);
-      } else {
-        tp[cc] += (bp.uP * w.ep + w.zeta) * fabs(v);
-        tp_det[cc] += w.zeta * fabs(v);
-        p2[cc] += (w.ep * v) * (w.ep * v);
-      }
+      const float vop_diff = bp.op_round ? fabsf(round_tf32_f(v) - v) : 0.f;
+      sum[cc].add(w, v, o[cc], vop_diff, bp.l_fp32, bp.op_round);
     }
   }
 
@@ -207,22 +215,21 @@ struct ColumnSums {
   }
 
   // Column cc's bound and probabilistic bound (§0) and its A, into the outputs at o0 + c.
-  __device__ __forceinline__ void write(int cc, const RowBoundTerms& r, const BudgetParams& bp, const BudgetOut& out,
-                                        int64_t o0, int c) const {
+  __device__ __forceinline__ void write(int cc, const RowBoundTerms& r, const BudgetParams& bp, double vd,
+                                        const BudgetOut& out, int64_t o0, int c) const {
     const double inf = HUGE_VAL;
     if (O[cc] != O[cc]) {
       write_bound(out, o0 + c, 0.0, 0.0, bp.merge_max);
       return;
     }
     const double den = r.den;
-    const double Tc = (num[cc] + oe[cc] * r.keys.err_c) / den, Tp = tp[cc] / den, Wn = W[cc] / den,
-                 Vop = vop[cc] / den;
+    const budget::ColumnSumBounds sb =
+        budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
+                                  r.keys.ep2, bp.l_fp32);
+    const double Tc = sb.num / den, Tp = sb.tp / den, Wn = sb.W / den, Vop = sb.vop / den;
     const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
-    const double num_p2 = bp.l_fp32 ? 0.0 : p2[cc], tp2 = bp.l_fp32 ? p2[cc] : 0.0;
-    const double num_root = bp.l_fp32 ? 0.0 : sqrt(num_p2) + oe[cc] * sqrt(r.keys.ep2);
-    const double Tc_prob =
-        budget::min2(Tc, (num_det[cc] + oe[cc] * r.keys.err_c_det + bp.lambda * bp.uP * num_root) / den);
-    const double Tp_prob = budget::min2(Tp, (tp_det[cc] + bp.lambda * bp.uP * sqrt(tp2)) / den);
+    const double Tc_prob = budget::min2(Tc, (sb.num_det + bp.lambda * bp.uP * sb.root) / den);
+    const double Tp_prob = budget::min2(Tp, (sb.tp_det + bp.lambda * bp.uP * sb.tp_root) / den);
     const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
     auto eps_pv = [&](bool prob) {
       return budget::pv_accumulation(r.pv_mode, counts, bp.step, r.n, r.T, r.raises, r.merge, r.fa1_tiles, prob,

@@ -39,12 +39,13 @@ __global__ void key_v_range_kernel(Shape s, double* key_vmax, double* key_vmin) 
   }
 }
 
-// The two-kernel form's copy of V (BudgetWeights::v64): every stored value as a double, so that the sums
-// kernel's chunks can be copied asynchronously, ahead of their sums.
-__global__ void stored_v_kernel(Shape s, double* v64) {
+// The two-kernel form's copy of V (BudgetWeights::v32): every stored value as fp32 (exact: every storage
+// format's values are fp32 numbers), as the sums take them (budget_sums.h), so that the sums kernel's
+// chunks can be copied asynchronously, ahead of their sums.
+__global__ void stored_v_kernel(Shape s, float* v32) {
   const int64_t n = int64_t(s.batch) * s.heads_kv * s.n_k * s.dv;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < n; x += int64_t(gridDim.x) * blockDim.x)
-    v64[x] = load_stored(s.in, s.v, x);
+    v32[x] = static_cast<float>(load_stored(s.in, s.v, x));
 }
 
 // The per-row operand of R (what bounds a score's accumulation error) from a stored Q or K value: the
@@ -91,7 +92,8 @@ __device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, 
 // chunk's weights whole, ahead of its sums, and reads those of the keys the row sees).
 __device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j,
                                                    bool l_fp32) {
-  for (int p = 0; p < weight_planes(l_fp32); ++p) wts.w[p * wts.slots * n_k + slot * n_k + j] = 0.0;
+  wts.w[slot * n_k + j] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (l_fp32) wts.zeta[slot * n_k + j] = 0.f;
 }
 
 // Keys per sweep-3 segment at most: whole tiles of at most this many keys (the host refuses wider steps).
@@ -105,7 +107,7 @@ __host__ __device__ constexpr int segment_keys(int tile_n) {
 struct WarpKeys {
   double z[kMaxSegment], R[kMaxSegment], op_err[kMaxSegment], run[kMaxSegment];
   int later[kMaxSegment], tile[kMaxSegment], blk[kMaxSegment];
-  double whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+  budget::SumWeights sw[kChunk];
 };
 __host__ __device__ constexpr size_t budget_warp_bytes(int d) {
   return smem_align(sizeof(WarpKeys)) + smem_align(2 * sizeof(double) * size_t(d));
@@ -386,7 +388,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
     KeySums key_sums;
     ColumnSums<kBudgetCols> cs;
-    if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle);
+    if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle, s.vd);
     int T_seen = 0, prefix = 0, cur_tile = -1;
     double run_prev = -inf, cur_run = -inf;
     // Aligned, the segment is one tile: its running maximum and later raises are the same for every key
@@ -495,31 +497,25 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
           e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
           const double eta = e * (1 + 1e-6);
+          const budget::EtaExp ex = budget::eta_exp(eta);
           const budget::Underflow uf =
-              budget::underflow(E, eta, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
-          const budget::WeightInterval wi = budget::weight_interval(E, eta, bp.uP, uf, bp.l_fp32);
+              budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
+          const budget::WeightInterval wi = budget::weight_interval(E, ex, bp.uP, uf, bp.l_fp32);
           sumE += E;
           den += wi.den;
           lhi += wi.lhi;
-          p_sub = E * exp(-eta) * bp.S < bp.mn_p;
+          p_sub = E * ex.em * bp.S < bp.mn_p;
           if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
-          const double ep = E * exp(eta);
+          const double ep = E * ex.ep;
           add_key_sums(key_sums, wi.err_c, wi.err_c_det, ep);
+          const budget::SumWeights sw = budget::sum_weights(wi, ep, uf.zeta, bp.uP, kLFp32);
           if constexpr (!kSplit) {  // the column sums below read them; the two-kernel form's read its workspace
             small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
-            wk.whi[lane] = wi.whi;
-            wk.err_c[lane] = wi.err_c;
-            wk.err_c_det[lane] = wi.err_c_det;
-            wk.ep[lane] = ep;
-            wk.zeta[lane] = uf.zeta;
+            wk.sw[lane] = sw;
           } else {
-            const int64_t plane = wts.slots * s.n_k;
-            double* w = wts.w + slot * s.n_k + s0 + x;
-            w[0] = wi.whi;
-            w[plane] = wi.err_c;
-            w[2 * plane] = wi.err_c_det;
-            w[3 * plane] = ep;
-            if constexpr (kLFp32) w[4 * plane] = uf.zeta;
+            const int64_t at = slot * s.n_k + s0 + x;
+            wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
+            if constexpr (kLFp32) wts.zeta[at] = sw.zeta;
           }
         }
         if constexpr (kSplit) {
@@ -554,21 +550,20 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         __syncwarp();
         // §3.9 counts and the centred sums (budget_column_sums.cuh): this loop runs once per (row, key,
         // column), so it comes in copies, with the per-key counts (a chunk with a zero in V) and without.
-        auto weights = [&](int t) {
-          return KeyWeights{wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], wk.zeta[t]};
-        };
-        auto value = [&](int t, double (&vs)[kBudgetCols]) {
+        auto weights = [&](int t) { return wk.sw[t]; };
+        auto value = [&](int t, float (&vs)[kBudgetCols]) {
 #pragma unroll
-          for (int cc = 0; cc < kBudgetCols; ++cc) vs[cc] = cs.in_cols[cc] ? vS[t * s.dv + g0 + lane + 32 * cc] : 0.0;
+          for (int cc = 0; cc < kBudgetCols; ++cc)
+            vs[cc] = cs.in_cols[cc] ? static_cast<float>(vS[t * s.dv + g0 + lane + 32 * cc]) : 0.f;
         };
         auto place = [&](int t, int& tile, int& blk) {
           tile = wk.tile[c0 + t];
           blk = wk.blk[c0 + t];
         };
         if (uniform)
-          cs.template add_chunk<false, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+          cs.template add_chunk<false>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
         else
-          cs.template add_chunk<true, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+          cs.template add_chunk<true>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
         if (uniform && visible_lanes)
           cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, int(fast_div(bp.tile_div, uint32_t(s0))), c0, bp));
         __syncwarp();
@@ -607,13 +602,14 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       wts.rows[slot] = RowTerms{den, eps_l, eps_l_prob, floor_abs, key_sums, n, T, raises, merge,
                                 outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
+      cs.finish(bp);
       const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
                              int(n), T, raises, merge, pv_mode_of(bp)};
       for (int cc = 0; cc < kBudgetCols; ++cc) {
         const int c = g0 + lane + 32 * cc;
         if (c >= s.dv) break;
         if (outside) write_row(c, inf, inf);
-        else cs.write(cc, rt, bp, out, o0, c);
+        else cs.write(cc, rt, bp, s.vd, out, o0, c);
       }
     }
     if (g0 == 0) {

@@ -1,16 +1,16 @@
 // The sums kernel of the two-kernel budget (oracle_types.h BudgetWeights): per (row, column) the centred
-// sums, A and W, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13),
-// then each element's bound, from the weights the weights kernel (budget_kernel<..., kSplit = true>)
-// wrote for every key the row sees. Its blocks are the weights kernel's (the same rows, a warp each), one
-// per group of kSumsGroup columns; a lane owns two adjacent columns of the group, 2 lane and 2 lane + 1,
-// whose V it reads with one 16-byte load (budget_kernel's lanes own lane + 32 cc of their groups of
-// 32 * kBudgetCols; the sums per column are the same). Two columns a lane, not four: with four (and their counts) a
-// thread needed 178 registers, and spilled 236 bytes when held to 128; with one (more warps, twice the
-// weights' loads) it ran slower (H200, (1, 16, 16k, 128) bf16: budget 1.85 s against 1.60 s).
-// The loop over (key, column) and the bounds are budget_column_sums.cuh's, which the single kernel runs
-// too, in the same key order: the bounds are the single kernel's bit for bit
-// (tests/gpu/oracle_agreement_test.cpp holds them so). Without the weights code beside it a thread needs
-// far fewer registers, and more warps share an SM.
+// sums, W, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13, in
+// fp32 as §3.17 certifies), then each element's bound, from the weights the weights kernel
+// (budget_kernel<..., kSplit = true>) wrote for every key the row sees. Its blocks are the weights kernel's
+// (the same rows, a warp each), one per group of kSumsGroup columns; a lane owns two adjacent columns of the
+// group, 2 lane and 2 lane + 1, whose V it reads with one 8-byte load (budget_kernel's lanes own
+// lane + 32 cc of their groups of 32 * kBudgetCols; the sums per column are the same). Two columns a lane,
+// not four: in float64, with four (and their counts) a thread needed 178 registers, and spilled 236 bytes
+// when held to 128; with one (more warps, twice the weights' loads) it ran slower (H200, (1, 16, 16k, 128)
+// bf16: budget 1.85 s against 1.60 s). The loop over (key, column) and the bounds are
+// budget_column_sums.cuh's (and budget_sums.h's, the CPU's too), which the single kernel runs too, in the
+// same key order: the bounds are the single kernel's bit for bit (tests/gpu/oracle_agreement_test.cpp holds
+// them so). Without the weights code beside it a thread needs far fewer registers, and more warps share an SM.
 #pragma once
 
 #include "reference/budget_terms.h"
@@ -22,21 +22,22 @@ namespace fc::gpu::detail {
 inline constexpr int kSumsCols = 2;                // columns a lane
 inline constexpr int kSumsGroup = 32 * kSumsCols;  // columns a block
 
-// Per warp: the chunk's weights of its row (copied from BudgetWeights::w), plane by plane.
+// Per warp: the chunk's weights of its row (copied from BudgetWeights: whi, err_c, third, ep a key, and
+// zeta under the FA-2 convention).
 struct SumKeys {
-  double whi[kChunk], err_c[kChunk], err_c_det[kChunk], ep[kChunk], zeta[kChunk];
+  float4 w[kChunk];
+  float zeta[kChunk];
 };
-static_assert(sizeof(SumKeys) == kWeightPlanes * kChunk * sizeof(double), "SumKeys holds the weight planes in order");
-// Two buffers (this chunk's, and the next one's in flight), each: the group's columns of V (stored units,
-// 32 * cols a key), then the warps' weights.
+// Two buffers (this chunk's, and the next one's in flight), each: the group's columns of V (stored units as
+// fp32, 32 * cols a key), then the warps' weights.
 __host__ __device__ constexpr size_t budget_sums_buffer(int rows, int cols) {
-  return smem_align(sizeof(double) * size_t(kChunk) * 32 * cols) + size_t(rows) * sizeof(SumKeys);
+  return smem_align(sizeof(float) * size_t(kChunk) * 32 * cols) + size_t(rows) * sizeof(SumKeys);
 }
 __host__ __device__ constexpr size_t budget_sums_smem(int rows, int cols) { return 2 * budget_sums_buffer(rows, cols); }
 
 // Blocks: the weights kernel's block of rows x / groups, column group x % groups (the groups of one block
-// of rows run side by side and share its weights in L2). Four blocks of 4 warps an SM (128 registers, no
-// spills; the single kernel ran 8 warps); each chunk's V and weights are copied asynchronously while the
+// of rows run side by side and share its weights in L2). Four blocks of 4 warps an SM (128 registers; the
+// single kernel ran 8 warps); each chunk's V and weights are copied asynchronously while the
 // chunk before is summed (read synchronously, the loads' latency was 43 % of the kernel's stalls).
 template <bool kLFp32>
 __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
@@ -51,8 +52,8 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   // Buffer b: V at vbuf(b), this warp's weights at wbuf(b).
   unsigned char* const smem_b = reinterpret_cast<unsigned char*>(smem_d);
   const size_t buffer_bytes = budget_sums_buffer(s.rows_per_block, kSumsCols);
-  auto vbuf = [&](int b) { return reinterpret_cast<double*>(smem_b + b * buffer_bytes); };
-  const size_t v_bytes = smem_align(sizeof(double) * size_t(kChunk) * kSumsGroup);
+  auto vbuf = [&](int b) { return reinterpret_cast<float*>(smem_b + b * buffer_bytes); };
+  const size_t v_bytes = smem_align(sizeof(float) * size_t(kChunk) * kSumsGroup);
   auto wbuf = [&](int b) { return reinterpret_cast<SumKeys*>(smem_b + b * buffer_bytes + v_bytes) + warp; };
   const int g0 = group * kSumsGroup;
   const int64_t i = br.i0 + warp;
@@ -74,53 +75,57 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const bool aligned = bp.tile_n % kChunk == 0;
   ColumnSums<kSumsCols> cs;
-  static_assert(kSumsCols == 2, "a lane's columns are one double2");
-  cs.start(in, o0, g0 + 2 * lane, 1, s.dv, !idle);
-  const int64_t plane = wts.slots * s.n_k;
-  const double* w_row = wts.w + slot * s.n_k;
+  static_assert(kSumsCols == 2, "a lane's columns are one float2");
+  cs.start(in, o0, g0 + 2 * lane, 1, s.dv, !idle, s.vd);
+  const float4* w_row = wts.w + slot * s.n_k;
+  const float* zeta_row = wts.zeta + slot * s.n_k;
   const int gw = min(kSumsGroup, s.dv - g0);  // the group's columns
   // Columns past dv read as 0 in both buffers (the copies below never write them).
   for (int e = threadIdx.x; e < kChunk * kSumsGroup; e += blockDim.x)
-    if (e % kSumsGroup >= gw) vbuf(0)[e] = vbuf(1)[e] = 0.0;
+    if (e % kSumsGroup >= gw) vbuf(0)[e] = vbuf(1)[e] = 0.f;
   // Chunk k's V (the group's columns) and this row's weights into buffer k % 2, asynchronously. Every key
   // of [chunk_floor(br.lo), br.hi) has weights (zero where the row does not see it: budget_kernel).
   const int64_t jb = chunk_floor(br.lo);
   const int chunks = int((br.hi - jb + kChunk - 1) / kChunk);
-  const double* v_head = wts.v64 + v_base(s, br.b, br.hk, 0) + g0;
-  // The group's V copied in 16-byte pieces: a run of kSumsGroup values at an even offset (v64 is 16-byte
-  // aligned), each lane two columns of a key, each warp every warps-th key. With 8-byte copies indexed by a
-  // run-time division per copied value, the copies' index arithmetic was half of the kernel's instructions
-  // (Nsight Compute source counters, (1, 4, 4096, 128) bf16, H200).
-  const bool pairs = gw == kSumsGroup && s.dv % 2 == 0;
+  const float* v_head = wts.v32 + v_base(s, br.b, br.hk, 0) + g0;
+  // The group's V copied in 16-byte pieces: a run of kSumsGroup values at an offset that is a multiple of
+  // four (v32 is 16-byte aligned), each half-warp one key, each lane four columns of it, each warp every
+  // (2 warps)-th key pair. With 8-byte copies indexed by a run-time division per copied value, the copies'
+  // index arithmetic was half of the kernel's instructions (Nsight Compute source counters, (1, 4, 4096,
+  // 128) bf16, H200).
+  const bool quads = gw == kSumsGroup && s.dv % 4 == 0;
   const int warps = int(blockDim.x) / 32;
-  const int64_t src_step = int64_t(warps) * s.dv;
+  const int half = lane / 16, quad = lane % 16;
+  const int64_t src_step = int64_t(2 * warps) * s.dv;
   auto fetch = [&](int k) {
     if (k < chunks) {
       const int64_t j0 = jb + int64_t(k) * kChunk;
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
-      double* v = vbuf(k % 2);
-      if (pairs) {  // a whole group: lane l copies columns 2 l, 2 l + 1 of the keys warp, warp + warps, ...
-        const double* src = v_head + (j0 + warp) * s.dv + 2 * lane;
-        double* dst = v + warp * kSumsGroup + 2 * lane;
+      float* v = vbuf(k % 2);
+      if (quads) {  // a whole group: lane l copies columns 4 (l % 16) .. + 3 of keys 2 warp + l / 16, + 2 warps, ...
+        const int t0 = 2 * warp + half;
+        const float* src = v_head + (j0 + t0) * s.dv + 4 * quad;
+        float* dst = v + t0 * kSumsGroup + 4 * quad;
         if (nc == kChunk && warps == kSplitRowsPerBlock) {
           // A whole chunk at the usual block size: a fixed count, the shared-memory offsets constants
           // (the loop's index arithmetic was a tenth of the kernel's instructions).
 #pragma unroll
-          for (int k = 0; k < kChunk / kSplitRowsPerBlock; ++k)
-            cp_async_16(dst + k * kSplitRowsPerBlock * kSumsGroup, src + k * src_step);
+          for (int k = 0; k < kChunk / (2 * kSplitRowsPerBlock); ++k)
+            cp_async_16(dst + k * 2 * kSplitRowsPerBlock * kSumsGroup, src + k * src_step);
         } else {
-          for (int t = warp; t < nc; t += warps, src += src_step, dst += warps * kSumsGroup) cp_async_16(dst, src);
+          for (int t = t0; t < nc; t += 2 * warps, src += src_step, dst += 2 * warps * kSumsGroup)
+            cp_async_16(dst, src);
         }
       } else {
         for (int e = threadIdx.x; e < nc * gw; e += blockDim.x) {
           const int t = e / gw, c = e % gw;
-          cp_async_8(v + t * kSumsGroup + c, v_head + (j0 + t) * s.dv + c);
+          cp_async_4(v + t * kSumsGroup + c, v_head + (j0 + t) * s.dv + c);
         }
       }
       if (!idle && lane < nc) {
-        double* w = reinterpret_cast<double*>(wbuf(k % 2));
-        for (int p = 0; p < weight_planes(kLFp32); ++p)
-          cp_async_8(w + p * kChunk + lane, w_row + p * plane + j0 + lane);
+        SumKeys* w = wbuf(k % 2);
+        cp_async_16(&w->w[lane], &w_row[j0 + lane]);
+        if (kLFp32) cp_async_4(&w->zeta[lane], &zeta_row[j0 + lane]);
       }
     }
     cp_async_commit();  // an empty group past the last chunk keeps the count of groups in flight
@@ -146,7 +151,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     const double vmin = next_vmin;
     fetch(k + 1);
     masks(k + 1, next_vis, next_psub, next_vmin);
-    const double* vS = vbuf(k % 2);
+    const float* vS = vbuf(k % 2);
     const SumKeys& wk = *wbuf(k % 2);
     const bool x_vis = visible_lanes >> lane & 1u;
     const bool small_v = x_vis && vmin < bp.mn_op;
@@ -157,10 +162,11 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     cp_async_wait_prior();  // chunk k's copies by this thread; the barrier makes everyone's visible
     __syncthreads();
     auto weights = [&](int t) {
-      return KeyWeights{wk.whi[t], wk.err_c[t], wk.err_c_det[t], wk.ep[t], kLFp32 ? wk.zeta[t] : 0.0};
+      const float4 q = wk.w[t];
+      return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
     };
-    auto value = [&](int t, double (&vs)[kSumsCols]) {
-      const double2 v = *reinterpret_cast<const double2*>(vS + t * kSumsGroup + 2 * lane);
+    auto value = [&](int t, float (&vs)[kSumsCols]) {
+      const float2 v = *reinterpret_cast<const float2*>(vS + t * kSumsGroup + 2 * lane);
       vs[0] = v.x, vs[1] = v.y;
     };
     auto place = [&](int t, int& tile, int& blk) {
@@ -168,13 +174,10 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
       tile = int(fast_div(bp.tile_div, uint32_t(key)));
       blk = int(fast_div(bp.block_div, uint32_t(key - int64_t(tile) * bp.tile_n)));
     };
-    // With V's descale 1 (every format but fp8) the common copy skips the multiplication by it.
-    if (uniform && s.vd == 1.0)
-      cs.template add_chunk<false, true>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
-    else if (uniform)
-      cs.template add_chunk<false, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+    if (uniform)
+      cs.template add_chunk<false>(j0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
     else
-      cs.template add_chunk<true, false>(visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+      cs.template add_chunk<true>(j0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
     if (uniform && visible_lanes) {
       const int tile = int(fast_div(bp.tile_div, uint32_t(j0)));
       cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, tile, int(j0 - int64_t(tile) * bp.tile_n), bp));
@@ -182,6 +185,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     __syncthreads();  // everyone is done with buffer k % 2 before chunk k + 2's copies go there
   }
   if (idle) return;
+  cs.finish(bp);
 
   // §0: each column's bound from the row's terms.
   const RowBoundTerms terms{rt.den, rt.eps_l, rt.eps_l_prob, rt.floor_abs,
@@ -190,7 +194,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   for (int cc = 0; cc < kSumsCols; ++cc) {
     const int c = g0 + 2 * lane + cc;
     if (c >= s.dv) break;
-    cs.write(cc, terms, bp, out, o0, c);
+    cs.write(cc, terms, bp, s.vd, out, o0, c);
   }
 }
 

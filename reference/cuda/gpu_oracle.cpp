@@ -168,7 +168,7 @@ int64_t score_cache_rows(const Problem& p, size_t cap) {
 
 // The two-kernel budget's workspace (oracle_types.h BudgetWeights): optional like the cache, capped
 // apart (FLASHCHECK_ORACLE_SPLIT_BYTES, 0 = the single kernel; default 16 GiB and at most a quarter of
-// what is free once the cache is allocated): V as doubles, then the weights of as many blocks of rows as
+// what is free once the cache is allocated): V as fp32, then the weights of as many blocks of rows as
 // fit, which is how many a launch takes. Where not even one block fits, or the allocation fails, the
 // single kernel runs.
 size_t split_cap(size_t free_bytes) {
@@ -241,34 +241,36 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   if (rows == 0 || p.n_k == 0) return 0;
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  // V as doubles, then per row of a launch its weights, terms and masks.
-  const size_t v64 = size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * sizeof(double);
+  // V as fp32 (16-byte aligned), then per row of a launch its weights, terms and masks.
+  const size_t v32 = (size_t(p.batch) * p.heads_kv * size_t(p.n_k) * p.dv * sizeof(float) + 15) / 16 * 16;
   const size_t cap = split_cap(free_b), per_row = budget_split_bytes_per_row(p.n_k);
-  if (cap <= v64) return 0;
+  if (cap <= v32) return 0;
   // A pass's blocks: its rows in blocks of `rows`, plus a partial block where each of its heads ends.
   const int64_t most = (pass_rows / rows + 2 + pass_rows / std::max<int64_t>(p.n_q, 1)) * rows;
-  int64_t slots = std::min<int64_t>(most, int64_t((cap - v64) / per_row));
+  int64_t slots = std::min<int64_t>(most, int64_t((cap - v32) / per_row));
   slots -= slots % rows;
   if (slots < rows) return 0;
   const int64_t words = budget_split_words(p.n_k);
-  const size_t weights = size_t(slots) * size_t(p.n_k) * kWeightPlanes * sizeof(double);
+  const size_t w4 = size_t(slots) * size_t(p.n_k) * sizeof(float4);
+  const size_t zeta = (size_t(slots) * size_t(p.n_k) * sizeof(float) + 15) / 16 * 16;
   const size_t masks = size_t(slots) * size_t(words) * sizeof(unsigned);
   const size_t rows_b = size_t(slots) * sizeof(RowTerms);
-  const size_t bytes = weights + 2 * masks + rows_b + v64;
+  const size_t bytes = v32 + w4 + zeta + rows_b + 2 * masks;
   if (cudaMalloc(&w.split.ptr, bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     w.split.ptr = nullptr;
     return 0;
   }
   w.split.bytes = bytes;
-  // V first (the allocation's alignment: the sums kernel copies it 16 bytes at a time), then the 8-byte
-  // arrays, then the masks.
+  // V first (the allocation's alignment: the sums kernel copies V and the weights 16 bytes at a time),
+  // then the weights, the row terms (8-byte fields), the masks.
   unsigned char* base = static_cast<unsigned char*>(w.split.ptr);
-  w.weights.v64 = reinterpret_cast<const double*>(base);
-  w.weights.w = reinterpret_cast<double*>(base + v64);
-  w.weights.rows = reinterpret_cast<RowTerms*>(base + v64 + weights);
-  w.weights.visible = reinterpret_cast<unsigned*>(base + v64 + weights + rows_b);
-  w.weights.p_sub = reinterpret_cast<unsigned*>(base + v64 + weights + rows_b + masks);
+  w.weights.v32 = reinterpret_cast<const float*>(base);
+  w.weights.w = reinterpret_cast<float4*>(base + v32);
+  w.weights.zeta = reinterpret_cast<float*>(base + v32 + w4);
+  w.weights.rows = reinterpret_cast<RowTerms*>(base + v32 + w4 + zeta);
+  w.weights.visible = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b);
+  w.weights.p_sub = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + masks);
   w.weights.slots = slots;
   w.weights.words = words;
   return bytes;
@@ -509,7 +511,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   Events ev;
   check(cudaEventRecord(ev.e[0]), "event");
   check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
-  if (w.split.ptr) check(launch_stored_v(w.s, const_cast<double*>(w.weights.v64)), "stored V kernel");
+  if (w.split.ptr) check(launch_stored_v(w.s, const_cast<float*>(w.weights.v32)), "stored V kernel");
   check(cudaEventRecord(ev.e[1]), "event");
   check(cudaEventSynchronize(ev.e[1]), "synchronize");
   result.timing.budget_s += ev.ms(0, 1) / 1e3;

@@ -192,12 +192,17 @@ __device__ __forceinline__ void stage_v(const Shape& s, const BlockRows& br, int
   stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, n, vS, s.dv, 1, f);
 }
 
-// One double from device to shared memory by the copy engine, issued by this thread and completed for
+// Eight bytes from device to shared memory by the copy engine, issued by this thread and completed for
 // it by cp_async_wait_all (or cp_async_wait_prior, which leaves the latest group in flight): the data lies
 // in device memory, and its latency hides behind other work.
 __device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
+// Four bytes (a float).
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 }
 // Sixteen bytes (both addresses 16-byte aligned), through L2 only (.cg: the data is read once per block).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {

@@ -100,8 +100,8 @@ cudaError_t launch_aligned_change(const Shape& s, double mn, unsigned* changed) 
   return cudaGetLastError();
 }
 
-cudaError_t launch_stored_v(const Shape& s, double* v64) {
-  stored_v_kernel<<<1024, 256>>>(s, v64);
+cudaError_t launch_stored_v(const Shape& s, float* v32) {
+  stored_v_kernel<<<1024, 256>>>(s, v32);
   return cudaGetLastError();
 }
 
@@ -117,7 +117,7 @@ int budget_split_rows_per_block(int d, int dv) {
 }
 int64_t budget_split_words(int64_t n_k) { return (n_k + kChunk - 1) / kChunk; }
 size_t budget_split_bytes_per_row(int64_t n_k) {
-  return size_t(n_k) * kWeightPlanes * sizeof(double) + 2 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
+  return size_t(n_k) * kSplitWeightBytes + 2 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
          sizeof(RowTerms);
 }
 

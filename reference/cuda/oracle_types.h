@@ -110,10 +110,10 @@ struct BudgetOut {  // A (the scale of scaled ulps) is the reference's (Referenc
 // kernel holds both in one thread's registers (255 of them, 8 warps per SM); apart, each needs far fewer,
 // so more warps hide the float64 latencies. Same operations in the same order: the same bits.
 // A launch covers `slots` rows (whole blocks of the pass); slot = block of the launch * rows_per_block + warp.
-// whi, err_c, err_c_det, E exp(eta), zeta (budget_terms.h); zeta only under the FA-2 convention (l_fp32),
-// the only one whose sums read it: the default writes and copies the first four.
-inline constexpr int kWeightPlanes = 5;
-__host__ __device__ constexpr int weight_planes(bool l_fp32) { return l_fp32 ? kWeightPlanes : kWeightPlanes - 1; }
+// Each (row, key)'s factors of the sums (budget_sums.h SumWeights, rounded up to fp32): whi, err_c, the third
+// (err_c_det, or uP ep + zeta under the FA-2 convention) and ep as one float4, and zeta in a plane of its
+// own, which only the FA-2 convention's sums read (the default neither writes nor copies it).
+inline constexpr size_t kSplitWeightBytes = 4 * sizeof(float) + sizeof(float);
 inline constexpr int kSplitRowsPerBlock = 4;  // both kernels' blocks (fewer where shared memory is short)
 enum RowState : int { kRowSkip = 0, kRowSums = 1, kRowOutside = 2 };
 // The row's sums over its visible keys of err_c, err_c_det and ep^2, through which the reference's error
@@ -128,11 +128,12 @@ struct RowTerms {  // what the element bounds need of the row, from the weights 
   int T, raises, merge, state;
 };
 struct BudgetWeights {
-  double* w;          // [kWeightPlanes][slots * n_k]: each key's weights (0 where the row does not see it)
+  float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it)
+  float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only)
   unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
   unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)
   RowTerms* rows;     // [slots]
-  const double* v64;  // [B * Hkv * Nk * dv]: V's stored values as doubles (launch_stored_v)
+  const float* v32;   // [B * Hkv * Nk * dv]: V's stored values as fp32 (exact; launch_stored_v)
   int64_t slots, words;
 };
 
@@ -173,7 +174,7 @@ cudaError_t launch_scores(const Shape& s, const ScoreOperands& op, double* score
 // *changed must start at 0.
 cudaError_t launch_aligned_change(const Shape& s, double mn, unsigned* changed);
 cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmin);
-cudaError_t launch_stored_v(const Shape& s, double* v64);
+cudaError_t launch_stored_v(const Shape& s, float* v32);
 // split: the two-kernel form's workspace (BudgetWeights above; its slots a multiple of the rows per
 // block), or nullptr for the single kernel; the tf32 operand term always runs the single kernel.
 cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,

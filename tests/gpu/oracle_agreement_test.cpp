@@ -3,9 +3,12 @@
 // subnormals, zeros in V), and on budgets with open choices (l convention, accumulation, step width, splits):
 //   - the GPU's O and LSE agree with the CPU float64 reference within the sum of their certified bounds,
 //     and with the MPFR reference within the GPU's own bound, NaN exactly where the CPU has NaN;
-//   - the GPU's budget (bounds, and the scale A that each takes from its reference) agrees with the CPU's
-//     to 1e-9 relative: the same terms (reference/budget_terms.h) over the same rows, summed in another
-//     order;
+//   - the GPU's budget (bounds, and the scale A that each takes from its reference) agrees to 1e-9
+//     relative with the CPU's budget computed on the GPU's reference: the same terms
+//     (reference/budget_terms.h, budget_sums.h) over the same rows. On its own reference the CPU's budget
+//     can differ by more: the per-(key, column) sums centre at O rounded to fp32 (docs/error-analysis.md
+//     §3.17), and where the two references' O lie on either side of an fp32 rounding boundary the
+//     centred sums move by up to two fp32 ulps of O per unit weight (a case of this test did);
 //   - the GPU's verdict on the emulation's output has the CPU's counts and maxima;
 //   - the float64 tensor cores sum as the fma chains the score kernel and the tiled reference count on.
 // Skipped, visibly, where no CUDA device is usable.
@@ -88,21 +91,24 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
     gpu::Arrays g;
     const gpu::Verdict gv = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &g);
     const std::string what = c.describe() + " basis " + basis.describe();
+    // The CPU's budget on the GPU's reference: what the GPU's budget must equal.
+    const ErrorBudget on_gpu_ref = budget_for(p, in, basis, g.ref);
 
     for (size_t x = 0; x < p.o_size(); ++x) {
       ASSERT_TRUE(agree(g.ref.out.o[x], ref.out.o[x], g.ref.o_error_bound[x] + ref.o_error_bound[x]))
           << what << " O[" << x << "] gpu " << g.ref.out.o[x] << " cpu " << ref.out.o[x];
-      ASSERT_TRUE(same_bound(g.budget.o_bound[x], budget.o_bound[x]))
-          << what << " bound O[" << x << "] gpu " << g.budget.o_bound[x] << " cpu " << budget.o_bound[x];
-      ASSERT_TRUE(same_bound(g.budget.o_bound_probabilistic[x], budget.o_bound_probabilistic[x])) << what << " " << x;
+      ASSERT_TRUE(same_bound(g.budget.o_bound[x], on_gpu_ref.o_bound[x]))
+          << what << " bound O[" << x << "] gpu " << g.budget.o_bound[x] << " cpu " << on_gpu_ref.o_bound[x];
+      ASSERT_TRUE(same_bound(g.budget.o_bound_probabilistic[x], on_gpu_ref.o_bound_probabilistic[x]))
+          << what << " " << x;
       ASSERT_TRUE(same_bound(g.budget.scale_a[x], budget.scale_a[x])) << what << " A[" << x << "]";
       ++o_checked, ++bounds_checked;
     }
     for (size_t x = 0; x < p.lse_size(); ++x) {
       ASSERT_TRUE(agree(g.ref.out.lse[x], ref.out.lse[x], g.ref.lse_error_bound[x] + ref.lse_error_bound[x]))
           << what << " LSE[" << x << "] gpu " << g.ref.out.lse[x] << " cpu " << ref.out.lse[x];
-      ASSERT_TRUE(same_bound(g.budget.lse_bound[x], budget.lse_bound[x]))
-          << what << " LSE bound[" << x << "] gpu " << g.budget.lse_bound[x] << " cpu " << budget.lse_bound[x];
+      ASSERT_TRUE(same_bound(g.budget.lse_bound[x], on_gpu_ref.lse_bound[x]))
+          << what << " LSE bound[" << x << "] gpu " << g.budget.lse_bound[x] << " cpu " << on_gpu_ref.lse_bound[x];
     }
     // The MPFR yardstick on the smaller problems: the GPU's certificate holds.
     if (p.o_size() * size_t(p.n_k) <= 20000) {
@@ -386,9 +392,17 @@ TEST(OracleAgreement, ThePipelineJudgesOnTheGpuAndFallsBackOutsideItsScope) {
     EXPECT_EQ(oracle_use().gpu, before.gpu + 1) << c.describe();
     EXPECT_EQ(gpu.verdict.elements, cpu.verdict.elements) << c.describe();
     EXPECT_EQ(gpu.verdict.violations, cpu.verdict.violations) << c.describe();
-    ASSERT_EQ(gpu.budget.o_bound.size(), cpu.budget.o_bound.size()) << c.describe();
-    for (size_t x = 0; x < cpu.budget.o_bound.size(); ++x)
-      ASSERT_TRUE(same_bound(gpu.budget.o_bound[x], cpu.budget.o_bound[x])) << c.describe() << " O[" << x << "]";
+    // The pipeline's GPU budget is the CPU's budget on the GPU's reference (which is the same bits on every
+    // run: its sums run in a fixed order); on the CPU's own reference it may differ where the two O lie on
+    // either side of an fp32 rounding boundary (the first test above).
+    gpu::Arrays g;
+    const gpu::BudgetRequest req{gpu.basis.options, gpu.basis.tile_n, gpu.basis.both_l_conventions,
+                                 gpu.basis.both_accumulations};
+    gpu::judge_host_data(c.problem, req, in, out.o, out.lse, 8, &g);
+    const ErrorBudget on_gpu_ref = budget_for(c.problem, in, gpu.basis, g.ref);
+    ASSERT_EQ(gpu.budget.o_bound.size(), on_gpu_ref.o_bound.size()) << c.describe();
+    for (size_t x = 0; x < on_gpu_ref.o_bound.size(); ++x)
+      ASSERT_TRUE(same_bound(gpu.budget.o_bound[x], on_gpu_ref.o_bound[x])) << c.describe() << " O[" << x << "]";
   }
   Problem wide;
   wide.n_q = wide.n_k = 4;

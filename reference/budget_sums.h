@@ -1,0 +1,148 @@
+// The budget's per-(key, column) sums (docs/error-analysis.md §0, and §3.17 for their own arithmetic):
+// for one (row, column), over the keys the row sees in ascending order, the centred sums
+// sum c_j |V_j - O| (deterministic and probabilistic parts), W's sum whi_j |V_j| and the probabilistic
+// model's sum of squares. They are upper bounds, not values, so they are summed in fp32: every factor is
+// an fp32 number at or above the exact one (the weights rounded up, V's stored values exact), each chunk
+// of kSumChunk keys is an FMA chain from zero, the chains are added in double, and f32_sum_bound turns
+// that into a certified upper bound of the exact sum. This loop runs once per (row, key, column), the
+// budget's innermost; in float64 it was most of the GPU oracle's time. The CPU budget
+// (error_budget.cpp) and the GPU's (reference/cuda/budget_column_sums.cuh) run this very code, in the
+// same order, so they give the same bits from the same weights.
+#pragma once
+
+#include <cmath>
+
+#include "reference/budget_terms.h"
+#include "reference/host_device.h"
+
+namespace fc::budget {
+
+// A chain restarts at every key index that is a multiple of kSumChunk (counted from the sequence's first
+// key), so the grouping does not depend on how a walk splits the keys.
+inline constexpr int kSumChunk = 32;
+
+// The smallest fp32 number >= x (the weights of the sums, so that each factor bounds the exact one).
+FC_HOST_DEVICE inline float round_up_f32(double x) {
+#if defined(__CUDA_ARCH__)
+  return __double2float_ru(x);
+#else
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) < x) f = std::nextafter(f, HUGE_VALF);
+  return f;
+#endif
+}
+
+// (1 - u)^-40, rounded up: a chain of m <= 32 FMAs of non-negative terms, one more rounding in each
+// term's factors (|V - O| or a product) and the square's four (docs/error-analysis.md §3.17).
+inline constexpr double kSumInflation = 1 + 41 * u32;
+
+// The certified upper bound of the exact sum from `chains` (the chains' fp32 results added in double) over
+// n terms, times `scale` (V's descale, or its square): each rounding of a chain loses at most u relatively
+// or 2^-150 absolutely (a subnormal result), each term's factors u each, so the exact sum is at most
+// (chains + n 2^-149) (1 - u)^-40.
+FC_HOST_DEVICE inline double f32_sum_bound(double chains, double n, double scale) {
+  return scale * (kSumInflation * (chains + n * 0x1p-149));
+}
+
+// One key's factors, rounded up (weight_interval, and E exp(eta) and zeta from underflow): whi, err_c, a
+// third that is err_c_det under the default convention and the P-rounding weight uP ep + zeta under the
+// FA-2 convention (l_fp32, whose err_c_det is err_c), ep = E exp(eta), and zeta.
+struct SumWeights {
+  float whi, err_c, third, ep, zeta;
+};
+FC_HOST_DEVICE inline SumWeights sum_weights(const WeightInterval& wi, double ep, double zeta, double uP, bool l_fp32) {
+  return {round_up_f32(wi.whi), round_up_f32(wi.err_c), round_up_f32(l_fp32 ? uP * ep + zeta : wi.err_c_det),
+          round_up_f32(ep), round_up_f32(zeta)};
+}
+
+// O in the units the sums run in (V's stored units: the true V is stored * vd): O / vd as fp32, and
+// |vd| |O / vd - that fp32| (true units), which each centred sum adds per unit of its weights:
+// |V - O| <= |V - O_f| + that.
+struct CentredAt {
+  float o;
+  double shift;
+};
+FC_HOST_DEVICE inline CentredAt centred_at(double O, double vd) {
+  const double os = O / vd;
+  const float of = static_cast<float>(os);
+  return {of, std::fabs(vd) * std::fabs(os - static_cast<double>(of))};
+}
+
+// fp32 products, not contracted into the FMA that adds them (the chain's rounding points are the model's).
+FC_HOST_DEVICE inline float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FC_HOST_DEVICE inline float fma_f32(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// One (row, column)'s sums: chains (double) and this chunk's fp32 partials. l_fp32 (the FA-2 convention):
+// num_det is num, tp / tp_det the uncentred P rounding, and p2 squares ep |V| instead of ep |V - O|.
+// op_round (tf32): vop sums whi |tf32(V) - V|, the caller's `vop_diff`.
+struct ColumnSum {
+  double num = 0, num_det = 0, p2 = 0, W = 0, tp = 0, tp_det = 0, vop = 0;
+  float f_num = 0, f_num_det = 0, f_p2 = 0, f_W = 0, f_tp = 0, f_tp_det = 0, f_vop = 0;
+
+  FC_HOST_DEVICE void add(const SumWeights& w, float v, float o, float vop_diff, bool l_fp32, bool op_round) {
+    const float av = std::fabs(v);
+    const float dv = std::fabs(v - o);
+    f_num = fma_f32(w.err_c, dv, f_num);
+    f_W = fma_f32(w.whi, av, f_W);
+    if (op_round) f_vop = fma_f32(w.whi, vop_diff, f_vop);
+    if (!l_fp32) {
+      f_num_det = fma_f32(w.third, dv, f_num_det);
+      const float x = mul_rn(w.ep, dv);
+      f_p2 = fma_f32(x, x, f_p2);
+    } else {
+      f_tp = fma_f32(w.third, av, f_tp);
+      f_tp_det = fma_f32(w.zeta, av, f_tp_det);
+      const float x = mul_rn(w.ep, av);
+      f_p2 = fma_f32(x, x, f_p2);
+    }
+  }
+  // The chunk's chains into the double sums (at every multiple of kSumChunk keys, and at the end); only the
+  // sums the conventions use, so that a GPU copy with the conventions constant holds no others.
+  FC_HOST_DEVICE void flush(bool l_fp32, bool op_round) {
+    num += f_num, p2 += f_p2, W += f_W;
+    f_num = f_p2 = f_W = 0;
+    if (op_round) vop += f_vop, f_vop = 0;
+    if (!l_fp32) {
+      num_det += f_num_det, f_num_det = 0;
+    } else {
+      tp += f_tp, tp_det += f_tp_det;
+      f_tp = f_tp_det = 0;
+    }
+  }
+};
+
+// The column's sums in true units, as the element bound (§0) takes them: upper bounds over the row's n
+// visible keys, the centred ones with the reference's error oe and the centring shift per unit weight
+// (sum_err_c, sum_err_c_det, sum_ep2: the row's KeySums), sqrt for the probabilistic roots.
+struct ColumnSumBounds {
+  double num, num_det, root, W, tp, tp_det, tp_root, vop;
+};
+FC_HOST_DEVICE inline ColumnSumBounds column_sum_bounds(const ColumnSum& s, double n, double vd, double oe,
+                                                        double shift, double sum_err_c, double sum_err_c_det,
+                                                        double sum_ep2, bool l_fp32) {
+  const double av = std::fabs(vd), r = oe + shift;
+  ColumnSumBounds b;
+  b.num = f32_sum_bound(s.num, n, av) + r * sum_err_c;
+  b.num_det = l_fp32 ? b.num : f32_sum_bound(s.num_det, n, av) + r * sum_err_c_det;
+  b.W = f32_sum_bound(s.W, n, av);
+  b.vop = f32_sum_bound(s.vop, n, av);
+  b.root = l_fp32 ? 0.0 : std::sqrt(f32_sum_bound(s.p2, n, vd * vd)) + r * std::sqrt(sum_ep2);
+  b.tp = l_fp32 ? f32_sum_bound(s.tp, n, av) : 0.0;
+  b.tp_det = l_fp32 ? f32_sum_bound(s.tp_det, n, av) : 0.0;
+  b.tp_root = l_fp32 ? std::sqrt(f32_sum_bound(s.p2, n, vd * vd)) : 0.0;
+  return b;
+}
+
+}  // namespace fc::budget

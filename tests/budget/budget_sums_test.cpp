@@ -1,0 +1,188 @@
+// The budget's fp32 sums (reference/budget_sums.h, docs/error-analysis.md §3.17): the certified bound is
+// at or above the exact sum, computed in MPFR from the same float64 weights, on random and hostile inputs
+// (subnormal weights and values, cancellation at O, descales); and without its inflation or its absolute
+// term the fp32 result falls below the exact sum on directed inputs (the controls), so both are needed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "reference/budget_sums.h"
+#include "reference/multiprecision.h"
+
+namespace fc {
+namespace {
+
+using budget::ColumnSum;
+using budget::ColumnSumBounds;
+using budget::SumWeights;
+
+struct Key {
+  int64_t index;
+  double whi, err_c, err_c_det, ep, zeta;
+  float v;  // stored units
+};
+
+struct Case {
+  std::vector<Key> keys;
+  double O, vd, uP;
+  bool l_fp32;
+};
+
+// The walk of error_budget.cpp and budget_column_sums.cuh: keys ascending, the chains restarting at every
+// multiple of kSumChunk.
+ColumnSumBounds run(const Case& c, double* chains_num = nullptr) {
+  const budget::CentredAt at = budget::centred_at(c.O, c.vd);
+  ColumnSum s;
+  double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
+  int64_t chunk = c.keys.empty() ? 0 : c.keys[0].index / budget::kSumChunk;
+  for (const Key& k : c.keys) {
+    if (k.index / budget::kSumChunk != chunk) {
+      s.flush(c.l_fp32, false);
+      chunk = k.index / budget::kSumChunk;
+    }
+    const budget::WeightInterval wi{k.whi, 0.0, k.err_c, k.err_c_det, 0.0};
+    s.add(budget::sum_weights(wi, k.ep, k.zeta, c.uP, c.l_fp32), k.v, at.o, 0.0f, c.l_fp32, false);
+    sum_err_c += k.err_c;
+    sum_err_c_det += k.err_c_det;
+    sum_ep2 += k.ep * k.ep;
+  }
+  s.flush(c.l_fp32, false);
+  if (chains_num) *chains_num = s.num;
+  return budget::column_sum_bounds(s, double(c.keys.size()), c.vd, 0.0, at.shift, sum_err_c, sum_err_c_det, sum_ep2,
+                                   c.l_fp32);
+}
+
+struct Exact {
+  mp_real num, num_det, p2, W, tp, tp_det, tp2;
+};
+Exact exact(const Case& c) {
+  Exact e{0, 0, 0, 0, 0, 0, 0};
+  const mp_real O = c.O;
+  for (const Key& k : c.keys) {
+    const mp_real v = mp_real(double(k.v)) * mp_real(c.vd);
+    const mp_real dv = abs(v - O), av = abs(v);
+    e.num += mp_real(k.err_c) * dv;
+    e.num_det += mp_real(k.err_c_det) * dv;
+    e.W += mp_real(k.whi) * av;
+    e.p2 += (mp_real(k.ep) * dv) * (mp_real(k.ep) * dv);
+    e.tp += (mp_real(c.uP) * mp_real(k.ep) + mp_real(k.zeta)) * av;
+    e.tp_det += mp_real(k.zeta) * av;
+    e.tp2 += (mp_real(k.ep) * av) * (mp_real(k.ep) * av);
+  }
+  return e;
+}
+
+// A weight: mostly ordinary, sometimes zero, tiny (fp32-subnormal or below) or an exact fp32 number.
+double weight(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const double r = u(rng);
+  if (r < 0.05) return 0.0;
+  if (r < 0.15) return std::ldexp(u(rng), -140 - int(rng() % 40));  // fp32 subnormal range and below
+  if (r < 0.25) return double(float(u(rng)));                        // exact in fp32
+  return std::ldexp(u(rng), -int(rng() % 30));
+}
+float value(std::mt19937_64& rng, bool huge) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const unsigned r = rng() % 20;
+  if (r == 0) return 0.0f;
+  if (r == 1) return std::ldexp(n(rng), -135);  // subnormal
+  if (r == 2 && huge) return std::ldexp(n(rng), 60);
+  return n(rng);
+}
+
+Case random_case(std::mt19937_64& rng) {
+  Case c;
+  const int n = 1 + int(rng() % 150);
+  int64_t j = int64_t(rng() % 100);
+  const bool huge = rng() % 4 == 0;
+  const double vds[] = {1.0, 0.37, 0x1p-5, 3.0e4};
+  c.vd = vds[rng() % 4];
+  c.uP = (rng() % 2) ? 0x1p-8 : 0x1p-11;
+  c.l_fp32 = rng() % 3 == 0;
+  double ws = 0, wv = 0;
+  for (int x = 0; x < n; ++x) {
+    j += 1 + int64_t(rng() % 3 == 0 ? rng() % 40 : 0);  // gaps, so that some chunks are skipped
+    Key k{j, weight(rng), weight(rng), 0, weight(rng), weight(rng) * 1e-3, value(rng, huge)};
+    k.err_c_det = k.err_c * 0.5;
+    c.keys.push_back(k);
+    ws += k.ep;
+    wv += k.ep * double(k.v);
+  }
+  // O near the weighted mean (cancellation in |V - O|), or anywhere.
+  c.O = (rng() % 2 && ws > 0 ? wv / ws : double(value(rng, false))) * c.vd;
+  return c;
+}
+
+TEST(BudgetSums, RoundUpIsTheSmallestFloatAtOrAbove) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int t = 0; t < 200000; ++t) {
+    const double x = std::ldexp(u(rng), int(rng() % 320) - 170);
+    const float f = budget::round_up_f32(x);
+    ASSERT_GE(double(f), x) << x;
+    ASSERT_LT(double(std::nextafter(f, -HUGE_VALF)), x) << x;
+  }
+  EXPECT_EQ(budget::round_up_f32(0x1p-200), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(budget::round_up_f32(1.0), 1.0f);
+  EXPECT_EQ(budget::round_up_f32(double(std::numeric_limits<float>::max()) * 1.0000001), HUGE_VALF);
+}
+
+TEST(BudgetSums, BoundCoversTheExactSum) {
+  std::mt19937_64 rng(20261203);
+  int cases = 0;
+  for (int t = 0; t < 4000; ++t) {
+    const Case c = random_case(rng);
+    const ColumnSumBounds b = run(c);
+    const Exact e = exact(c);
+    ASSERT_GE(mp_real(b.num), e.num) << "case " << t;
+    ASSERT_GE(mp_real(b.W), e.W) << "case " << t;
+    if (!c.l_fp32) {
+      ASSERT_GE(mp_real(b.num_det), e.num_det) << "case " << t;
+      ASSERT_GE(mp_real(b.root) * mp_real(b.root), e.p2) << "case " << t;
+    } else {
+      ASSERT_GE(mp_real(b.tp), e.tp) << "case " << t;
+      ASSERT_GE(mp_real(b.tp_det), e.tp_det) << "case " << t;
+      ASSERT_GE(mp_real(b.tp_root) * mp_real(b.tp_root), e.tp2) << "case " << t;
+    }
+    // Tight: the price is the inflation, the weights' rounding up and the centring shift (per unit weight),
+    // far below a relative 1e-5 of the sum beyond those.
+    double sum_err_c = 0;
+    for (const Key& k : c.keys) sum_err_c += k.err_c;
+    const double shift = budget::centred_at(c.O, c.vd).shift;
+    EXPECT_LE(mp_real(b.num), e.num * mp_real(1 + 1e-5) + mp_real(2 * shift * sum_err_c) + mp_real(1e-30)) << t;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4000);
+}
+
+// Controls: the fp32 chains alone fall short of the exact sum, so the inflation and the absolute term are
+// both needed.
+TEST(BudgetSums, WithoutTheInflationTheChainFallsShort) {
+  // 1 + 31 * 2^-25: exact fp32 weights and values, so no rounding up helps; RN drops every 2^-25.
+  Case c{{}, 0.0, 1.0, 0x1p-8, false};
+  for (int x = 0; x < 32; ++x) c.keys.push_back({x, x == 0 ? 1.0 : 0x1p-25, x == 0 ? 1.0 : 0x1p-25, 0, 0, 0, 1.0f});
+  double chains = 0;
+  const ColumnSumBounds b = run(c, &chains);
+  const Exact e = exact(c);
+  EXPECT_LT(mp_real(chains), e.num);  // the bare chain
+  EXPECT_GE(mp_real(b.num), e.num);   // the certified bound
+}
+
+TEST(BudgetSums, WithoutTheAbsoluteTermSubnormalProductsAreLost) {
+  // Products below fp32's subnormal range flush to 0 in the chain.
+  Case c{{}, 0.0, 1.0, 0x1p-8, false};
+  for (int x = 0; x < 20; ++x) c.keys.push_back({x, 0x1p-100, 0x1p-100, 0, 0, 0, 0x1p-60f});
+  double chains = 0;
+  const ColumnSumBounds b = run(c, &chains);
+  const Exact e = exact(c);
+  EXPECT_EQ(chains, 0.0);
+  EXPECT_GT(e.num, mp_real(0));
+  EXPECT_GE(mp_real(b.num), e.num);
+}
+
+}  // namespace
+}  // namespace fc
