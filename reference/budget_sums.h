@@ -1,7 +1,7 @@
 // The budget's per-(key, column) sums (docs/error-analysis.md §0, and §3.17 for their own arithmetic):
 // for one (row, column), over the keys the row sees in ascending order, the centred sums
-// sum c_j |V_j - O| (deterministic and probabilistic parts), W's sum whi_j |V_j| and the probabilistic
-// model's sum of squares. They are upper bounds, not values, so they are summed in fp32: every factor is
+// sum c_j |V_j - O| (deterministic and probabilistic parts) and the probabilistic model's sum of squares
+// (W needs no such sum: budget_terms.h w_bound). They are upper bounds, not values, so they are summed in fp32: every factor is
 // an fp32 number at or above the exact one (the weights rounded up, V's stored values exact), each chunk
 // of kSumChunk keys is an FMA chain from zero, the chains are added in double, and f32_sum_bound turns
 // that into a certified upper bound of the exact sum. This loop runs once per (row, key, column), the
@@ -88,14 +88,13 @@ FC_HOST_DEVICE inline float fma_f32(float a, float b, float c) {
 // num_det is num, tp / tp_det the uncentred P rounding, and p2 squares ep |V| instead of ep |V - O|.
 // op_round (tf32): vop sums whi |tf32(V) - V|, the caller's `vop_diff`.
 struct ColumnSum {
-  double num = 0, num_det = 0, p2 = 0, W = 0, tp = 0, tp_det = 0, vop = 0;
-  float f_num = 0, f_num_det = 0, f_p2 = 0, f_W = 0, f_tp = 0, f_tp_det = 0, f_vop = 0;
+  double num = 0, num_det = 0, p2 = 0, tp = 0, tp_det = 0, vop = 0;
+  float f_num = 0, f_num_det = 0, f_p2 = 0, f_tp = 0, f_tp_det = 0, f_vop = 0;
 
   FC_HOST_DEVICE void add(const SumWeights& w, float v, float o, float vop_diff, bool l_fp32, bool op_round) {
     const float av = std::fabs(v);
     const float dv = std::fabs(v - o);
     f_num = fma_f32(w.err_c, dv, f_num);
-    f_W = fma_f32(w.whi, av, f_W);
     if (op_round) f_vop = fma_f32(w.whi, vop_diff, f_vop);
     if (!l_fp32) {
       f_num_det = fma_f32(w.third, dv, f_num_det);
@@ -111,8 +110,8 @@ struct ColumnSum {
   // The chunk's chains into the double sums (at every multiple of kSumChunk keys, and at the end); only the
   // sums the conventions use, so that a GPU copy with the conventions constant holds no others.
   FC_HOST_DEVICE void flush(bool l_fp32, bool op_round) {
-    num += f_num, p2 += f_p2, W += f_W;
-    f_num = f_p2 = f_W = 0;
+    num += f_num, p2 += f_p2;
+    f_num = f_p2 = 0;
     if (op_round) vop += f_vop, f_vop = 0;
     if (!l_fp32) {
       num_det += f_num_det, f_num_det = 0;
@@ -127,7 +126,7 @@ struct ColumnSum {
 // visible keys, the centred ones with the reference's error oe and the centring shift per unit weight
 // (sum_err_c, sum_err_c_det, sum_ep2: the row's KeySums), sqrt for the probabilistic roots.
 struct ColumnSumBounds {
-  double num, num_det, root, W, tp, tp_det, tp_root, vop;
+  double num, num_det, root, tp, tp_det, tp_root, vop;
 };
 FC_HOST_DEVICE inline ColumnSumBounds column_sum_bounds(const ColumnSum& s, double n, double vd, double oe,
                                                         double shift, double sum_err_c, double sum_err_c_det,
@@ -136,7 +135,6 @@ FC_HOST_DEVICE inline ColumnSumBounds column_sum_bounds(const ColumnSum& s, doub
   ColumnSumBounds b;
   b.num = f32_sum_bound(s.num, n, av) + r * sum_err_c;
   b.num_det = l_fp32 ? b.num : f32_sum_bound(s.num_det, n, av) + r * sum_err_c_det;
-  b.W = f32_sum_bound(s.W, n, av);
   b.vop = f32_sum_bound(s.vop, n, av);
   b.root = l_fp32 ? 0.0 : std::sqrt(f32_sum_bound(s.p2, n, vd * vd)) + r * std::sqrt(sum_ep2);
   b.tp = l_fp32 ? f32_sum_bound(s.tp, n, av) : 0.0;

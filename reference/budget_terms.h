@@ -156,6 +156,17 @@ FC_HOST_DEVICE inline double pv_accumulation(PvMode mode, const PvCounts& c, dou
   return min2(e, lambda * std::sqrt(double(c.nz_keys + raises + merge)) * u32 + fa1);
 }
 
+// §3.9 W = sum_j whi_j |V_jk| (E units, before the division by den) without a sum per (row, key, column):
+// whi_j <= E_j e^{eta_max} (1 + uP) + zeta_j, so W <= e^{eta_max} (1 + uP) sumE A+_k + sum_j zeta_j max_c |V_jc|,
+// with A+_k >= the exact sum_j E_j |V_jk| / sum_j E_j the reference's bound (reference/abs_scale_bound.h)
+// and eta_max, sumE, zeta_vmax over the row's visible keys.
+FC_HOST_DEVICE inline double w_multiplier(double eta_max, double uP, double sumE) {
+  return std::exp(eta_max) * (1 + uP) * sumE;
+}
+FC_HOST_DEVICE inline double w_bound(double w_mult, double a_plus, double zeta_vmax) {
+  return w_mult * a_plus + zeta_vmax;
+}
+
 // §3.11 The final division (a * fl(1/l)) and the fp8 v_descale: 2 or 3 roundings.
 FC_HOST_DEVICE inline double final_division(bool fp8) { return std::pow(1 + u32, fp8 ? 3 : 2) - 1; }
 

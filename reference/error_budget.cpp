@@ -126,6 +126,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   B.lse_bound.assign(p.lse_size(), 0.0);
   B.lse_bound_probabilistic.assign(p.lse_size(), 0.0);
   if (ref.abs_scale.size() != p.o_size()) throw std::invalid_argument("error_budget: the reference has no A per element");
+  if (ref.abs_scale_factor.size() != p.lse_size() || ref.abs_scale_floor.size() != p.lse_size())
+    throw std::invalid_argument("error_budget: the reference has no bound of A per row");
   B.scale_a = ref.abs_scale;  // the reference's, computed beside O
   B.scale_d.assign(p.o_size(), 0.0);
 
@@ -312,6 +314,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // = sum err_c |V - O| + r sum err_c, and sqrt(sum (ep (|V - O| + r))^2) <= sqrt(sum (ep |V - O|)^2)
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
+        double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
         for (size_t x = 0; x < n; ++x) {  // §3.6
           const EtaExp ex = eta_exp(eta[x]);
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
@@ -326,7 +329,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           sum_err_c += wi.err_c;
           sum_err_c_det += wi.err_c_det;
           sum_ep2 += ep[x] * ep[x];
+          eta_w = std::max(eta_w, eta[x]);
+          if (zeta[x] > 0) {
+            double key_vmax = 0;
+            for (int c = 0; c < p.dv; ++c) key_vmax = std::max(key_vmax, std::fabs(in.v[p.v_index(b, hk, keys[x], c)]));
+            zeta_vmax += zeta[x] * key_vmax;
+          }
         }
+        const double w_mult = w_multiplier(eta_w, uP, sumE);
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
         // takes the larger of this and the lane sums above, so that it covers a kernel summing either way.
@@ -390,7 +400,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           B.scale_d[oi] = D / sumE;
           const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, at.shift, sum_err_c, sum_err_c_det,
                                                        sum_ep2, l_fp32);
-          const double Tc = sb.num / den, Tp = sb.tp / den, Wn = sb.W / den, Vop = sb.vop / den;
+          const double a_plus = ref.abs_scale_factor[li] * ref.abs_scale[oi] + ref.abs_scale_floor[li];
+          const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
+                       Vop = sb.vop / den;
           // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.
           const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
           const double Tc_prob = std::min(Tc, (sb.num_det + lambda * uP * sb.root) / den);

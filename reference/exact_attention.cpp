@@ -1,4 +1,6 @@
 #include "reference/exact_attention.h"
+
+#include "reference/abs_scale_bound.h"
 #include "reference/exact_attention_mp.h"
 
 #include <Eigen/Dense>
@@ -106,6 +108,8 @@ Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in
   r.o_error_bound.assign(p.o_size(), 0.0);
   r.lse_error_bound.assign(p.lse_size(), 0.0);
   r.abs_scale.assign(p.o_size(), 0.0);
+  r.abs_scale_factor.assign(p.lse_size(), 1.0);
+  r.abs_scale_floor.assign(p.lse_size(), 0.0);
 
   std::vector<double> w(p.n_k), eta(p.n_k);
   Eigen::VectorXd a(p.dv), abs_a(p.dv);
@@ -156,6 +160,9 @@ Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in
         const double e = std::exp(eta_max);
         const double g = gamma(double(n) + 2);
         r.lse_error_bound[li] = 1.001 * (eta_max + g + 2 * u * std::fabs(std::log(l)) + u * std::fabs(lse));
+        const AbsScaleBound ab = abs_scale_bound(e, g, underflow);
+        r.abs_scale_factor[li] = ab.factor;
+        r.abs_scale_floor[li] = ab.floor;
         for (int c = 0; c < p.dv; ++c) {
           const double o = a[c] / l;
           const double abs_scale = abs_a[c] / l * (1 + g);  // A'_k, inflated for its own rounding

@@ -37,6 +37,9 @@ struct Float64Attention {
   // A_ik = sum_j P_ij |V_jk| as computed beside O (the sum of weight * |V| over l; the certificate uses it
   // inflated by its own rounding): the scale of scaled ulps. 0 where O is NaN or the row sees no key.
   std::vector<double> abs_scale;
+  // Per row ([B, Hq, Nq]): A+ = abs_scale_factor A + abs_scale_floor bounds the exact A from above
+  // (reference/abs_scale_bound.h); 1 and 0 where O is NaN or the row sees no key.
+  std::vector<double> abs_scale_factor, abs_scale_floor;
 };
 Float64Attention exact_attention_f64(const Problem& p, const AttentionInputs& in);
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "reference/exact_attention_mp.h"
 #include "reference/formats.h"
@@ -67,6 +68,56 @@ TEST(ExactAttention, Float64AgreesWithMpfrWithinItsCertifiedBound) {
   }
   RecordProperty("worst_error_over_certificate", std::to_string(worst_ratio));
   std::printf("float64 reference: worst |error| / certified bound = %.3g\n", worst_ratio);
+}
+
+// The reference's bound of the exact A = sum_j P_j |V_jk| (reference/abs_scale_bound.h, which the budget's W
+// rests on): A+ = factor A + floor is at or above A computed in MPFR; the computed A alone is not (the
+// control: it falls below the exact A somewhere).
+TEST(ExactAttention, AbsScaleBoundIsAboveTheExactA) {
+  std::mt19937_64 rng(11);
+  int64_t checked = 0, below = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Problem p = random_problem(rng);
+    const AttentionInputs in = random_inputs(p, rng, trial % 3 == 0 ? 8.0 : 1.0);
+    const auto f64 = exact_attention_f64(p, in);
+    const mp_real scale = p.effective_scale();
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_q; ++h)
+        for (int64_t i = 0; i < p.n_q; ++i) {
+          std::vector<mp_real> s(size_t(p.n_k));
+          std::vector<bool> vis(size_t(p.n_k));
+          mp_real m = 0;
+          bool any = false;
+          for (int64_t j = 0; j < p.n_k; ++j) {
+            vis[size_t(j)] = p.visible(b, i, j);
+            if (!vis[size_t(j)]) continue;
+            mp_real dot = 0;
+            for (int c = 0; c < p.d; ++c)
+              dot += mp_real(in.q[p.q_index(b, h, i, c)]) * mp_real(in.k[p.k_index(b, p.kv_head(h), j, c)]);
+            s[size_t(j)] = scale * dot;
+            if (!any || s[size_t(j)] > m) m = s[size_t(j)];
+            any = true;
+          }
+          if (!any) continue;
+          const size_t li = p.lse_index(b, h, i);
+          for (int c = 0; c < p.dv; ++c) {
+            mp_real num = 0, den = 0;
+            for (int64_t j = 0; j < p.n_k; ++j) {
+              if (!vis[size_t(j)]) continue;
+              const mp_real w = exp(s[size_t(j)] - m);
+              num += w * abs(mp_real(in.v[p.v_index(b, p.kv_head(h), j, c)]));
+              den += w;
+            }
+            const mp_real exact = num / den;
+            const double a = f64.abs_scale[p.o_index(b, h, i, c)];
+            ASSERT_GE(mp_real(f64.abs_scale_factor[li] * a + f64.abs_scale_floor[li]), exact) << p.describe();
+            below += mp_real(a) < exact;
+            ++checked;
+          }
+        }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(below, 0) << "the computed A was never below the exact one: the control shows nothing";
 }
 
 Problem one_head(int64_t nq, int64_t nk, int d = 1, int dv = 1) {

@@ -62,7 +62,7 @@ __device__ __forceinline__ void warp_reduce(KeySums& k) {
 
 // What each column's bound needs of its row.
 struct RowBoundTerms {
-  double den, eps_l, eps_l_prob, floor_abs, fa1_tiles;
+  double den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, w_zeta;
   KeySums keys;
   int n, T, raises, merge;
   budget::PvMode pv_mode;
@@ -215,8 +215,9 @@ struct ColumnSums {
   }
 
   // Column cc's bound and probabilistic bound (§0) and its A, into the outputs at o0 + c.
+  // a_plus: the reference's bound of the exact A of the element (W, budget_terms.h w_bound).
   __device__ __forceinline__ void write(int cc, const RowBoundTerms& r, const BudgetParams& bp, double vd,
-                                        const BudgetOut& out, int64_t o0, int c) const {
+                                        double a_plus, const BudgetOut& out, int64_t o0, int c) const {
     const double inf = HUGE_VAL;
     if (O[cc] != O[cc]) {
       write_bound(out, o0 + c, 0.0, 0.0, bp.merge_max);
@@ -226,7 +227,8 @@ struct ColumnSums {
     const budget::ColumnSumBounds sb =
         budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
                                   r.keys.ep2, bp.l_fp32);
-    const double Tc = sb.num / den, Tp = sb.tp / den, Wn = sb.W / den, Vop = sb.vop / den;
+    const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
+                 Vop = sb.vop / den;
     const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
     const double Tc_prob = budget::min2(Tc, (sb.num_det + bp.lambda * bp.uP * sb.root) / den);
     const double Tp_prob = budget::min2(Tp, (sb.tp_det + bp.lambda * bp.uP * sb.tp_root) / den);

@@ -386,6 +386,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // key and the sums per column.
   for (int g0 = 0; g0 < (kSplit ? 1 : s.dv); g0 += 32 * kBudgetCols) {
     double sumE = 0, den = 0, lhi = 0, excess_l = 0;
+    double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
     KeySums key_sums;
     ColumnSums<kBudgetCols> cs;
     if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle, s.vd);
@@ -508,6 +509,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
           const double ep = E * ex.ep;
           add_key_sums(key_sums, wi.err_c, wi.err_c_det, ep);
+          eta_w = fmax(eta_w, eta);
+          if (uf.zeta > 0) zeta_vmax += uf.zeta * in.key_vmax[kv0 + s0 + x];
           const budget::SumWeights sw = budget::sum_weights(wi, ep, uf.zeta, bp.uP, kLFp32);
           if constexpr (!kSplit) {  // the column sums below read them; the two-kernel form's read its workspace
             small_v = in.key_vmin[kv0 + s0 + x] < bp.mn_op;
@@ -572,6 +575,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     if (idle) continue;  // the next group's staging still needs this warp
     sumE = warp_sum(sumE);
     den = warp_sum(den);
+    eta_w = warp_max(eta_w);
+    zeta_vmax = warp_sum(zeta_vmax) * fabs(s.vd);  // key_vmax is in stored units
+    const double w_mult = budget::w_multiplier(eta_w, bp.uP, sumE);
     lhi = warp_sum(lhi);
     excess_l = warp_max(excess_l);
     warp_reduce(key_sums);
@@ -599,17 +605,17 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den, eps_l, eps_l_prob, floor_abs, key_sums, n, T, raises, merge,
-                                outside ? kRowOutside : kRowSums};
+      wts.rows[slot] = RowTerms{den,       eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums, n, T, raises,
+                                merge,     outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
       cs.finish(bp);
-      const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, key_sums,
-                             int(n), T, raises, merge, pv_mode_of(bp)};
+      const RowBoundTerms rt{den,    eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax,
+                             key_sums, int(n), T, raises, merge, pv_mode_of(bp)};
       for (int cc = 0; cc < kBudgetCols; ++cc) {
         const int c = g0 + lane + 32 * cc;
         if (c >= s.dv) break;
         if (outside) write_row(c, inf, inf);
-        else cs.write(cc, rt, bp, s.vd, out, o0, c);
+        else cs.write(cc, rt, bp, s.vd, in.a_factor[lr] * in.abs_scale[o0 + c] + in.a_floor[lr], out, o0, c);
       }
     }
     if (g0 == 0) {

@@ -143,7 +143,7 @@ size_t env_bytes(const char* name, size_t fallback) {
 
 size_t pass_bytes() { return env_bytes("FLASHCHECK_ORACLE_PASS_BYTES", size_t(2) << 30); }
 
-size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 4 * sizeof(double); }
+size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 6 * sizeof(double); }
 
 // The score cache (oracle_types.h): kScoreCachePlanes doubles per row and key of a pass. It is optional,
 // and capped apart from the workspace above (FLASHCHECK_ORACLE_CACHE_BYTES, 0 = none; default 32 GiB and
@@ -225,7 +225,7 @@ namespace {
 // accumulators.
 struct Workspace {
   Shape s;
-  DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
+  DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, a_factor, a_floor, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
       scale_a, key_vmax, key_vmin, sums, best, cand, count, scores, split, detect;
   BudgetWeights weights{};  // over `split`, when it is allocated
   int vblocks = 0;
@@ -293,6 +293,7 @@ void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   const size_t no = size_t(pass_rows) * p.dv, nl = size_t(pass_rows);
   w.o_ref = DeviceBuffer(no * 8), w.o_err = DeviceBuffer(no * 8);
   w.lse_ref = DeviceBuffer(nl * 8), w.lse_err = DeviceBuffer(nl * 8);
+  w.a_factor = DeviceBuffer(nl * 8), w.a_floor = DeviceBuffer(nl * 8);
   w.o_bound = DeviceBuffer(no * 8), w.o_bound_prob = DeviceBuffer(no * 8), w.scale_a = DeviceBuffer(no * 8);
   w.lse_bound = DeviceBuffer(nl * 8), w.lse_bound_prob = DeviceBuffer(nl * 8);
   w.key_vmax = DeviceBuffer(size_t(p.batch) * p.heads_kv * p.n_k * 8);
@@ -352,14 +353,19 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
     }
   }
   if (fill) check(launch_scores(s, ScoreOperands{s.qd, s.kd, 1.0, 0.0, false, false}, scores), "score kernel");
-  check(launch_reference(s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
-                                         w.lse_err.as<double>(), w.scale_a.as<double>()}, scores, fill),
+  check(launch_reference(s, w.key_vmax.as<double>(),
+                         ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
+                                      w.lse_err.as<double>(), w.scale_a.as<double>(), w.a_factor.as<double>(),
+                                      w.a_floor.as<double>()},
+                         scores, fill),
         "reference kernel");
   check(cudaEventRecord(ev.e[1]), "event");
   // The cache holds the reference's fill, valid for every budget that the score kernel would fill.
   bool reference_fill = fill && w.share_scores;
-  BudgetIn in{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(), w.lse_err.as<double>(),
-              w.key_vmax.as<double>(), w.key_vmin.as<double>(), scores, false, 1.0};
+  BudgetIn in{w.o_ref.as<double>(),     w.o_err.as<double>(),    w.lse_ref.as<double>(),
+              w.lse_err.as<double>(),   w.scale_a.as<double>(),  w.a_factor.as<double>(),
+              w.a_floor.as<double>(),   w.key_vmax.as<double>(), w.key_vmin.as<double>(),
+              scores,                   false,                   1.0};
   const BudgetOut out{w.o_bound.as<double>(), w.o_bound_prob.as<double>(), w.lse_bound.as<double>(),
                       w.lse_bound_prob.as<double>()};
   bool budget_fill = false;  // the cache holds the budget's fill for filled_with
@@ -521,6 +527,8 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
     arrays->ref.out.lse.assign(p.lse_size(), 0.0);
     arrays->ref.lse_error_bound.assign(p.lse_size(), 0.0);
     arrays->ref.abs_scale.assign(p.o_size(), 0.0);
+    arrays->ref.abs_scale_factor.assign(p.lse_size(), 1.0);
+    arrays->ref.abs_scale_floor.assign(p.lse_size(), 0.0);
     arrays->budget.o_bound.assign(p.o_size(), 0.0);
     arrays->budget.o_bound_probabilistic.assign(p.o_size(), 0.0);
     arrays->budget.lse_bound.assign(p.lse_size(), 0.0);
@@ -545,6 +553,8 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
       download(w.lse_ref, size_t(pass.rows), arrays->ref.out.lse, at);
       download(w.lse_err, size_t(pass.rows), arrays->ref.lse_error_bound, at);
       download(w.scale_a, no, arrays->ref.abs_scale, o_at);
+      download(w.a_factor, size_t(pass.rows), arrays->ref.abs_scale_factor, at);
+      download(w.a_floor, size_t(pass.rows), arrays->ref.abs_scale_floor, at);
       download(w.o_bound, no, arrays->budget.o_bound, o_at);
       download(w.o_bound_prob, no, arrays->budget.o_bound_probabilistic, o_at);
       download(w.lse_bound, size_t(pass.rows), arrays->budget.lse_bound, at);
@@ -617,11 +627,14 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
   ref.out.lse.assign(p.lse_size(), 0.0);
   ref.lse_error_bound.assign(p.lse_size(), 0.0);
   ref.abs_scale.assign(p.o_size(), 0.0);
+  ref.abs_scale_factor.assign(p.lse_size(), 1.0);
+  ref.abs_scale_floor.assign(p.lse_size(), 0.0);
   for (const Pass& pass : passes) {
     w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
-    check(launch_reference(w.s, w.key_vmax.as<double>(), ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(),
-                                                                      w.lse_ref.as<double>(), w.lse_err.as<double>(),
-                                                                      w.scale_a.as<double>()},
+    check(launch_reference(w.s, w.key_vmax.as<double>(),
+                           ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
+                                        w.lse_err.as<double>(), w.scale_a.as<double>(), w.a_factor.as<double>(),
+                                        w.a_floor.as<double>()},
                            nullptr, false),
           "reference kernel");
     const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
@@ -630,6 +643,8 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
     download(w.lse_ref, size_t(pass.rows), ref.out.lse, at);
     download(w.lse_err, size_t(pass.rows), ref.lse_error_bound, at);
     download(w.scale_a, no, ref.abs_scale, o_at);
+    download(w.a_factor, size_t(pass.rows), ref.abs_scale_factor, at);
+    download(w.a_floor, size_t(pass.rows), ref.abs_scale_floor, at);
   }
   return ref;
 }

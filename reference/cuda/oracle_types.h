@@ -73,6 +73,7 @@ struct ScoreOperands {
 struct ReferenceOut {
   double *o, *o_err, *lse, *lse_err;  // [rows * dv], [rows * dv], [rows], [rows]
   double* abs_scale;  // [rows * dv]: A = sum of weight * |V| over l (Float64Attention::abs_scale)
+  double *a_factor, *a_floor;  // [rows]: A+ = a_factor A + a_floor >= the exact A (abs_scale_bound.h)
 };
 
 // The budget's basis and the recipe's constants (reference/error_budget.h BudgetConstants).
@@ -89,6 +90,8 @@ struct BudgetParams {
 };
 struct BudgetIn {
   const double *o_ref, *o_err, *lse_ref, *lse_err;
+  // The reference's A [rows * dv] and its bound's factor and floor [rows] (W, budget_terms.h w_bound).
+  const double *abs_scale, *a_factor, *a_floor;
   // [B * Hkv * Nk]: max and min over columns of |V| in stored units (launch_key_v_range)
   const double *key_vmax, *key_vmin;
   // The score cache (kScoreCachePlanes above), or nullptr: written by the budget's first sweep for the keys a row
@@ -122,7 +125,7 @@ struct KeySums {
   double err_c = 0, err_c_det = 0, ep2 = 0;
 };
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
-  double den, eps_l, eps_l_prob, floor_abs;
+  double den, eps_l, eps_l_prob, floor_abs, w_mult, w_zeta;
   KeySums keys;
   long long n;
   int T, raises, merge, state;

@@ -14,6 +14,7 @@
 // same doubles as computed here, so the same results bit for bit.
 #pragma once
 
+#include "reference/abs_scale_bound.h"
 #include "reference/cuda/oracle_common.cuh"
 
 namespace fc::gpu::detail {
@@ -36,6 +37,8 @@ __device__ __forceinline__ void write_idle_row(const Shape& s, const ReferenceOu
   if (lane == 0) {
     out.lse[lr] = nan_score ? nan("") : -HUGE_VAL;
     out.lse_err[lr] = 0.0;
+    out.a_factor[lr] = 1.0;
+    out.a_floor[lr] = 0.0;
   }
 }
 
@@ -191,6 +194,9 @@ __global__ void __launch_bounds__(32 * kMaxRowsPerBlock, 2)
     const double lse = m + log(l);
     out.lse[lr] = lse;
     out.lse_err[lr] = 1.001 * (eta_max + g + 2 * u * fabs(log(l)) + u * fabs(lse));
+    const AbsScaleBound ab = abs_scale_bound(e, g, underflow);
+    out.a_factor[lr] = ab.factor;
+    out.a_floor[lr] = ab.floor;
   }
 }
 

@@ -258,6 +258,9 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     const double lse = tr.m[x] + log(lsum);
     out.lse[lr0 + x] = lse;
     out.lse_err[lr0 + x] = 1.001 * (em + tr.g[x] + 2 * u * fabs(log(lsum)) + u * fabs(lse));
+    const AbsScaleBound ab = abs_scale_bound(tr.e[x], tr.g[x], tr.underflow[x]);
+    out.a_factor[lr0 + x] = ab.factor;
+    out.a_floor[lr0 + x] = ab.floor;
   }
   __syncthreads();
   for (int h = 0; h < 2; ++h) {

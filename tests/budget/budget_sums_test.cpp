@@ -139,7 +139,6 @@ TEST(BudgetSums, BoundCoversTheExactSum) {
     const ColumnSumBounds b = run(c);
     const Exact e = exact(c);
     ASSERT_GE(mp_real(b.num), e.num) << "case " << t;
-    ASSERT_GE(mp_real(b.W), e.W) << "case " << t;
     if (!c.l_fp32) {
       ASSERT_GE(mp_real(b.num_det), e.num_det) << "case " << t;
       ASSERT_GE(mp_real(b.root) * mp_real(b.root), e.p2) << "case " << t;
