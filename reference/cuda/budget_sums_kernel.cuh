@@ -1,5 +1,5 @@
 // The sums kernel of the two-kernel budget (oracle_types.h BudgetWeights): per (row, column) the centred
-// sums, W, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13, in
+// sums, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13, in
 // fp32 as §3.17 certifies), then each element's bound, from the weights the weights kernel
 // (budget_kernel<..., kSplit = true>) wrote for every key the row sees. Its blocks are the weights kernel's
 // (the same rows, a warp each), one per group of kSumsGroup columns; a lane owns two adjacent columns of the
