@@ -20,5 +20,7 @@ FC_HOST_DEVICE inline AbsScaleBound abs_scale_bound(double e, double g, double u
   const double e2 = e * e, g1 = 1 + g;
   return {e2 * g1 * g1 * g1, e2 * underflow};
 }
+// A+ of one element from the reference's computed A and its row's factor and floor.
+FC_HOST_DEVICE inline double abs_scale_upper(double factor, double a, double floor) { return factor * a + floor; }
 
 }  // namespace fc

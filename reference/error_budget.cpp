@@ -21,6 +21,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "reference/abs_scale_bound.h"
 #include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/element_verdict.h"
@@ -103,6 +104,15 @@ BudgetConstants budget_constants(const Problem& p, const RunOptions& o, int tile
   return k;
 }
 
+// The per-(key, column) sums are fp32 FMA chains (budget_sums.h). Where the CPU has FMA, a clone of this
+// function runs them as instructions rather than as calls into libm's fmaf (the same results: both round
+// once); reference/CMakeLists.txt compiles this file with -ffp-contract=off, so that no other multiply-add
+// is fused in either clone and the rounding points stay the derivation's.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+__attribute__((target_clones("fma", "default")))
+#endif
+#endif
 ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunOptions& o, int tile_n,
                          const Float64Attention& ref, const BudgetTerms& terms) {
   const BudgetConstants k = budget_constants(p, o, tile_n, terms);
@@ -132,8 +142,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   B.scale_d.assign(p.o_size(), 0.0);
 
   std::vector<int64_t> keys;
-  std::vector<double> kop, qop, vdiff, z, R, op_err, E, eta, err_c, err_c_det, zeta, zeta_l, wlo, whi, ep;
+  std::vector<double> kop, qop, qs, ks, vcol, vs_col, key_vabs, vdiff, z, R, op_err, E, eta, zeta, zeta_l, whi;
   std::vector<SumWeights> sw;
+  std::vector<EtaExp> eta_e;
   std::vector<char> p_sub;  // per key: P~ may be subnormal (or 0)
   std::vector<int> tile_of, cnt;
   std::vector<int64_t> tile_blk;
@@ -142,22 +153,34 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h) {
       const int hk = p.kv_head(h);
+      // The head's K in stored units, and V by column (the sums below walk one column over the keys) with
+      // each key's max |V|: read once per head, not once per row.
+      ks.resize(size_t(p.n_k) * p.d);
+      for (int64_t j = 0; j < p.n_k; ++j)
+        for (int c = 0; c < p.d; ++c) ks[size_t(j) * p.d + c] = in.k[p.k_index(b, hk, j, c)] / kd;
+      vcol.resize(size_t(p.n_k) * p.dv);
+      vs_col.resize(vcol.size());
+      key_vabs.assign(size_t(p.n_k), 0.0);
+      for (int64_t j = 0; j < p.n_k; ++j)
+        for (int c = 0; c < p.dv; ++c) {
+          const double v = in.v[p.v_index(b, hk, j, c)];
+          vcol[size_t(c) * p.n_k + j] = v;
+          vs_col[size_t(c) * p.n_k + j] = v / vd;  // stored units (exact in fp32 for every storage format)
+          key_vabs[size_t(j)] = std::max(key_vabs[size_t(j)], std::fabs(v));
+        }
       if (op_round) {  // the tf32 operands, rounded once per head
         kop.resize(size_t(p.n_k) * p.d);
-        for (int64_t j = 0; j < p.n_k; ++j)
-          for (int c = 0; c < p.d; ++c) kop[size_t(j) * p.d + c] = opr(in.k[p.k_index(b, hk, j, c)] / kd);
+        for (size_t x = 0; x < kop.size(); ++x) kop[x] = opr(ks[x]);
         vdiff.resize(size_t(p.n_k) * p.dv);
-        for (int64_t j = 0; j < p.n_k; ++j)
-          for (int c = 0; c < p.dv; ++c) {
-            const double v = in.v[p.v_index(b, hk, j, c)];
-            vdiff[size_t(j) * p.dv + c] = std::fabs(opr(v) - v);
-          }
+        for (size_t x = 0; x < vdiff.size(); ++x) vdiff[x] = std::fabs(opr(vcol[x]) - vcol[x]);
       }
       for (int64_t i = 0; i < p.n_q; ++i) {
         const size_t li = p.lse_index(b, h, i), o0 = p.o_index(b, h, i, 0);
+        qs.resize(p.d);
+        for (int c = 0; c < p.d; ++c) qs[c] = in.q[p.q_index(b, h, i, c)] / qd;
         if (op_round) {
           qop.resize(p.d);
-          for (int c = 0; c < p.d; ++c) qop[c] = opr(in.q[p.q_index(b, h, i, c)] / qd);
+          for (int c = 0; c < p.d; ++c) qop[c] = opr(qs[c]);
         }
         const double ref_lse = ref.out.lse[li];
         if (std::isnan(ref_lse) || ref_lse == -inf) continue;  // NaN rows / rows with no visible key: exact
@@ -169,15 +192,16 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         for (int64_t j = 0; j < p.n_k; ++j) {
           if (!p.visible(b, i, j)) continue;
           double dot = 0, rr = 0, dot_op = 0;
+          const double* kj = &ks[size_t(j) * p.d];
           for (int c = 0; c < p.d; ++c) {
-            const double qs = in.q[p.q_index(b, h, i, c)] / qd, ks = in.k[p.k_index(b, hk, j, c)] / kd;
-            dot += qs * ks;
+            const double qc = qs[c], kc = kj[c];
+            dot += qc * kc;
             if (op_round) {
               const double qo = qop[c], ko = kop[size_t(j) * p.d + c];
               dot_op += qo * ko;
               rr += std::fabs(qo * ko);
             } else {
-              rr += tc ? alignment_magnitude(qs, mn_op) * alignment_magnitude(ks, mn_op) : std::fabs(qs * ks);
+              rr += tc ? alignment_magnitude(qc, mn_op) * alignment_magnitude(kc, mn_op) : std::fabs(qc * kc);
             }
           }
           keys.push_back(j);
@@ -189,9 +213,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           rmax = std::max(rmax, rr);
         }
         const size_t n = keys.size();
-        double vmax = 0;
-        for (size_t x = 0; x < n; ++x)
-          for (int c = 0; c < p.dv; ++c) vmax = std::max(vmax, std::fabs(in.v[p.v_index(b, hk, keys[x], c)] / vd));
+        double vmax = 0;  // max |V / vd| (rounding is monotone: the largest |V| gives the largest quotient)
+        for (size_t x = 0; x < n; ++x) vmax = std::max(vmax, key_vabs[size_t(keys[x])]);
+        vmax /= std::fabs(vd);
         // §3.16 Outside the model's domain (fp32 overflow of a score, of m*c or of the accumulator): no bound.
         if (outside_domain(rmax, eps_s, c32, S * double(n) * vmax * 2)) {
           for (int c = 0; c < p.dv; ++c) B.o_bound[o0 + c] = B.o_bound_probabilistic[o0 + c] = inf;
@@ -233,6 +257,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // telescope: 2u sigma (m - m_t) in all), and the 2-ulp ex2 of p and of each later alpha.
         E.resize(n);
         eta.resize(n);
+        eta_e.resize(n);
         zeta.resize(n);
         zeta_l.resize(n);
         const double eK = std::exp(sigma * eps_max);  // bounds the common factor K and 1/K
@@ -249,7 +274,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           if (terms.exponent) e += exponent_argument(sigma, delta, run[t], eps_max);          // §3.3
           if (terms.rescale) e += rescale_factors(sigma, zmax, run[t], eps_max, C);           // §3.4
           eta[x] = e * (1 + 1e-6);
-          const Underflow uf = underflow(E[x], eta_exp(eta[x]), eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
+          eta_e[x] = eta_exp(eta[x]);
+          const Underflow uf = underflow(E[x], eta_e[x], eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
           zeta[x] = uf.zeta;
           zeta_l[x] = uf.zeta_l;
         }
@@ -304,10 +330,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // are shared by numerator and l (centred). l_from_fp32_p: l sums the fp32 weights.
         const bool l_fp32 = o.l_from_fp32_p;
         double den = 0;
-        err_c.resize(n);
-        err_c_det.resize(n);
         whi.resize(n);
-        ep.resize(n);
+        sw.resize(n);
         p_sub.resize(n);
         double lhi = 0, sum_whi = 0;
         // The reference's error r enters the centred sums once per row (§0, §5): sum err_c (|V - O| + r)
@@ -316,25 +340,20 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
         for (size_t x = 0; x < n; ++x) {  // §3.6
-          const EtaExp ex = eta_exp(eta[x]);
+          const EtaExp& ex = eta_e[x];
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
+          const double ep = E[x] * ex.ep;
           whi[x] = wi.whi;
+          sw[x] = sum_weights(wi, ep, zeta[x], uP, l_fp32);  // §0's per-(key, column) sums' weights (§3.17)
           sum_whi += wi.whi;
           den += wi.den;
-          err_c[x] = wi.err_c;
-          err_c_det[x] = wi.err_c_det;
           lhi += wi.lhi;
-          ep[x] = E[x] * ex.ep;
           p_sub[x] = E[x] * ex.em * S < mn_p;
           sum_err_c += wi.err_c;
           sum_err_c_det += wi.err_c_det;
-          sum_ep2 += ep[x] * ep[x];
+          sum_ep2 += ep * ep;
           eta_w = std::max(eta_w, eta[x]);
-          if (zeta[x] > 0) {
-            double key_vmax = 0;
-            for (int c = 0; c < p.dv; ++c) key_vmax = std::max(key_vmax, std::fabs(in.v[p.v_index(b, hk, keys[x], c)]));
-            zeta_vmax += zeta[x] * key_vmax;
-          }
+          if (zeta[x] > 0) zeta_vmax += zeta[x] * key_vabs[size_t(keys[x])];
         }
         const double w_mult = w_multiplier(eta_w, uP, sumE);
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
@@ -352,12 +371,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         const double floor_abs = terms.underflow ? (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (S * den) * vd : 0.0;
 
         // §0's per-(key, column) sums in fp32 (budget_sums.h, §3.17), from each key's weights rounded up.
-        sw.resize(n);
-        for (size_t x = 0; x < n; ++x) {
-          const WeightInterval wi{whi[x], 0.0, err_c[x], err_c_det[x], 0.0};
-          sw[x] = sum_weights(wi, ep[x], zeta[x], uP, l_fp32);
-        }
         for (int c = 0; c < p.dv; ++c) {
+          const double* vc = &vcol[size_t(c) * p.n_k];
+          const double* vsc = &vs_col[size_t(c) * p.n_k];
+          const double* vdc = op_term ? &vdiff[size_t(c) * p.n_k] : nullptr;
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi];
           if (std::isnan(O)) continue;
@@ -369,7 +386,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_tile = -1;
           int64_t last_blk = -1, chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
           for (size_t x = 0; x < n; ++x) {
-            const double v = in.v[p.v_index(b, hk, keys[x], c)];
+            const double v = vc[keys[x]];
             if (v != 0) {
               ++nz_keys;
               if (tile_of[x] != last_tile) {
@@ -382,7 +399,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
                 last_blk = blk_id[x];
               }
             }
-            const double vs = v / vd;  // stored units (exact in fp32 for every storage format)
+            const double vs = vsc[keys[x]];
             if (tc && v != 0) {
               if (p_sub[x] || std::fabs(vs) < mn_op)
                 excess = std::max(excess, std::max(double(sw[x].whi), mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
@@ -392,7 +409,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               chunk = keys[x] / kSumChunk;
             }
             const float vf = static_cast<float>(vs);
-            const float vop_diff = op_term ? static_cast<float>(vdiff[size_t(keys[x]) * p.dv + c]) : 0.0f;
+            const float vop_diff = op_term ? static_cast<float>(vdc[keys[x]]) : 0.0f;
             sums.add(sw[x], vf, at.o, vop_diff, l_fp32, op_term);
             D += E[x] * std::fabs(v - O);
           }
@@ -400,7 +417,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           B.scale_d[oi] = D / sumE;
           const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, at.shift, sum_err_c, sum_err_c_det,
                                                        sum_ep2, l_fp32);
-          const double a_plus = ref.abs_scale_factor[li] * ref.abs_scale[oi] + ref.abs_scale_floor[li];
+          const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
           const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
                        Vop = sb.vop / den;
           // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.

@@ -17,6 +17,7 @@
 // units of double rounding: tests/gpu/oracle_agreement_test.cpp holds the two budgets to 1e-9.
 #pragma once
 
+#include "reference/abs_scale_bound.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/budget_column_sums.cuh"
 #include "reference/cuda/oracle_common.cuh"
@@ -615,7 +616,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         const int c = g0 + lane + 32 * cc;
         if (c >= s.dv) break;
         if (outside) write_row(c, inf, inf);
-        else cs.write(cc, rt, bp, s.vd, in.a_factor[lr] * in.abs_scale[o0 + c] + in.a_floor[lr], out, o0, c);
+        else cs.write(cc, rt, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0, c);
       }
     }
     if (g0 == 0) {

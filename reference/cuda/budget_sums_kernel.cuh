@@ -13,6 +13,7 @@
 // them so). Without the weights code beside it a thread needs far fewer registers, and more warps share an SM.
 #pragma once
 
+#include "reference/abs_scale_bound.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/budget_column_sums.cuh"
 #include "reference/cuda/oracle_common.cuh"
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   for (int cc = 0; cc < kSumsCols; ++cc) {
     const int c = g0 + 2 * lane + cc;
     if (c >= s.dv) break;
-    cs.write(cc, terms, bp, s.vd, in.a_factor[lr] * in.abs_scale[o0 + c] + in.a_floor[lr], out, o0, c);
+    cs.write(cc, terms, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0, c);
   }
 }
 
