@@ -1,23 +1,29 @@
 // Device layer: maps the run-time tile index of one head dim onto the compiled instantiations.
 #pragma once
 
+#include <type_traits>
+
 #include "fwd_dispatch.h"
 #include "fwd_kernel.cuh"
 #include "head_dim_dispatch.h"
 
 namespace flashcheck::cuda {
 
+// The kernel traits of tile option kTile (kernels/tile_policy.h) at one head dim and format.
 template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false, bool kLFromFp32 = false>
-cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
-  constexpr TileShape shape = fc::tiles::tile_options(kHeadDim, kTile);
+struct TileTraits {
+  static constexpr TileShape shape = fc::tiles::tile_options(kHeadDim, kTile);
   using Tr = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, shape.stages, kLFromFp32>;
   // The single-buffer pipeline needs one softmax step per tile; tiles stepping in 32-key parts keep two.
   using Tr2 = FwdKernelTraits<Elem, kHeadDim, shape.m, shape.n, shape.warps, kTwoLevel, 2, kLFromFp32>;
-  if constexpr (Tr2::kSubTiles > 1) {
-    return launch_fwd<Tr2>(p, stream);
-  } else {
-    return launch_fwd<Tr>(p, stream);
-  }
+  using type = std::conditional_t<(Tr2::kSubTiles > 1), Tr2, Tr>;
+};
+template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false, bool kLFromFp32 = false>
+using tile_traits_t = typename TileTraits<Elem, kHeadDim, kTile, kTwoLevel, kLFromFp32>::type;
+
+template <typename Elem, int kHeadDim, int kTile, bool kTwoLevel = false, bool kLFromFp32 = false>
+cudaError_t launch_tile(const FwdParams& p, cudaStream_t stream) {
+  return launch_fwd<tile_traits_t<Elem, kHeadDim, kTile, kTwoLevel, kLFromFp32>>(p, stream);
 }
 
 template <typename Elem, int kHeadDim, bool kTwoLevel = false, bool kLFromFp32 = false>
