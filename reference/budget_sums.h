@@ -1,11 +1,11 @@
 // The budget's per-(key, column) sums (docs/error-analysis.md §0, and §3.17 for their own arithmetic):
 // for one (row, column), over the keys the row sees in ascending order, the centred sums
 // sum c_j |V_j - O| (deterministic and probabilistic parts) and the probabilistic model's sum of squares
-// (W needs no such sum: budget_terms.h w_bound). They are upper bounds, not values, so they are summed in fp32: every factor is
-// an fp32 number at or above the exact one (the weights rounded up, V's stored values exact), each chunk
-// of kSumChunk keys is an FMA chain from zero, the chains are added in double, and f32_sum_bound turns
-// that into a certified upper bound of the exact sum. This loop runs once per (row, key, column), the
-// budget's innermost; in float64 it was most of the GPU oracle's time. The CPU budget
+// (W needs no such sum: budget_terms.h w_bound). They are upper bounds, not values, so they are summed in
+// fp32: every factor is an fp32 number at or above the exact one (the weights rounded up, V's stored values
+// exact), each chunk of kSumChunk keys is an FMA chain from zero, the chains are added in double, and
+// f32_sum_bound turns that into a certified upper bound of the exact sum. This loop runs once per (row,
+// key, column), the budget's innermost; in float64 it was most of the GPU oracle's time. The CPU budget
 // (error_budget.cpp) and the GPU's (reference/cuda/budget_column_sums.cuh) run this very code, in the
 // same order, so they give the same bits from the same weights.
 #pragma once

@@ -606,17 +606,19 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den,       eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums, n, T, raises,
-                                merge,     outside ? kRowOutside : kRowSums};
+      wts.rows[slot] = RowTerms{den, eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums, n, T, raises, merge,
+                                outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
       cs.finish(bp);
-      const RowBoundTerms rt{den,    eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax,
-                             key_sums, int(n), T, raises, merge, pv_mode_of(bp)};
+      const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax, key_sums, int(n), T,
+                             raises, merge, pv_mode_of(bp)};
       for (int cc = 0; cc < kBudgetCols; ++cc) {
         const int c = g0 + lane + 32 * cc;
         if (c >= s.dv) break;
         if (outside) write_row(c, inf, inf);
-        else cs.write(cc, rt, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0, c);
+        else
+          cs.write(cc, rt, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0,
+                   c);
       }
     }
     if (g0 == 0) {

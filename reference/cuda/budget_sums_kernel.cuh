@@ -189,23 +189,14 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   cs.finish(bp);
 
   // §0: each column's bound from the row's terms.
-  const RowBoundTerms terms{rt.den,
-                            rt.eps_l,
-                            rt.eps_l_prob,
-                            rt.floor_abs,
-                            bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0,
-                            rt.w_mult,
-                            rt.w_zeta,
-                            rt.keys,
-                            int(rt.n),
-                            rt.T,
-                            rt.raises,
-                            rt.merge,
-                            pv_mode_of(bp)};
+  const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
+  const RowBoundTerms terms{rt.den,  rt.eps_l, rt.eps_l_prob, rt.floor_abs, fa1_tiles, rt.w_mult, rt.w_zeta,
+                            rt.keys, int(rt.n), rt.T,        rt.raises,    rt.merge,  pv_mode_of(bp)};
   for (int cc = 0; cc < kSumsCols; ++cc) {
     const int c = g0 + 2 * lane + cc;
     if (c >= s.dv) break;
-    cs.write(cc, terms, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0, c);
+    cs.write(cc, terms, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0,
+             c);
   }
 }
 

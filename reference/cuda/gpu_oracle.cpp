@@ -329,6 +329,12 @@ std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& b
   return out;
 }
 
+// The reference kernel's outputs in the workspace.
+ReferenceOut reference_out(Workspace& w) {
+  return ReferenceOut{w.o_ref.as<double>(),   w.o_err.as<double>(),    w.lse_ref.as<double>(), w.lse_err.as<double>(),
+                      w.scale_a.as<double>(), w.a_factor.as<double>(), w.a_floor.as<double>()};
+}
+
 // One pass's reference, then its budgets. With the score cache, the score kernel fills it first for each.
 // The budget's fill (stored units, the sign folded in, magnitudes aligned to mn) is the reference's (q * qd,
 // k * kd, |x|) up to the sign where both descales are 1 and align_mag changes no value of Q and K (one
@@ -353,12 +359,7 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
     }
   }
   if (fill) check(launch_scores(s, ScoreOperands{s.qd, s.kd, 1.0, 0.0, false, false}, scores), "score kernel");
-  check(launch_reference(s, w.key_vmax.as<double>(),
-                         ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
-                                      w.lse_err.as<double>(), w.scale_a.as<double>(), w.a_factor.as<double>(),
-                                      w.a_floor.as<double>()},
-                         scores, fill),
-        "reference kernel");
+  check(launch_reference(s, w.key_vmax.as<double>(), reference_out(w), scores, fill), "reference kernel");
   check(cudaEventRecord(ev.e[1]), "event");
   // The cache holds the reference's fill, valid for every budget that the score kernel would fill.
   bool reference_fill = fill && w.share_scores;
@@ -453,6 +454,28 @@ void download(const DeviceBuffer& d, size_t n, std::vector<double>& into, size_t
   if (n) check(cudaMemcpy(into.data() + at, d.ptr, n * sizeof(double), cudaMemcpyDeviceToHost), "download");
 }
 
+// The host copy of the reference (Float64Attention's arrays): sized for the problem, then each pass's rows
+// downloaded into it.
+void size_reference(const Problem& p, Float64Attention& ref) {
+  ref.out.o.assign(p.o_size(), 0.0);
+  ref.o_error_bound.assign(p.o_size(), 0.0);
+  ref.out.lse.assign(p.lse_size(), 0.0);
+  ref.lse_error_bound.assign(p.lse_size(), 0.0);
+  ref.abs_scale.assign(p.o_size(), 0.0);
+  ref.abs_scale_factor.assign(p.lse_size(), 1.0);
+  ref.abs_scale_floor.assign(p.lse_size(), 0.0);
+}
+void download_reference(const Problem& p, const Pass& pass, const Workspace& w, Float64Attention& ref) {
+  const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
+  download(w.o_ref, no, ref.out.o, o_at);
+  download(w.o_err, no, ref.o_error_bound, o_at);
+  download(w.lse_ref, size_t(pass.rows), ref.out.lse, at);
+  download(w.lse_err, size_t(pass.rows), ref.lse_error_bound, at);
+  download(w.scale_a, no, ref.abs_scale, o_at);
+  download(w.a_factor, size_t(pass.rows), ref.abs_scale_factor, at);
+  download(w.a_floor, size_t(pass.rows), ref.abs_scale_floor, at);
+}
+
 // Scope, device and size checks shared by every entry point; refuses before anything is allocated. With
 // host data the tensors are uploaded too, so they must fit beside the workspace.
 DeviceFootprint admit(const Problem& p, const BudgetRequest& basis, bool tensors_from_host = false,
@@ -522,13 +545,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   check(cudaEventSynchronize(ev.e[1]), "synchronize");
   result.timing.budget_s += ev.ms(0, 1) / 1e3;
   if (arrays) {
-    arrays->ref.out.o.assign(p.o_size(), 0.0);
-    arrays->ref.o_error_bound.assign(p.o_size(), 0.0);
-    arrays->ref.out.lse.assign(p.lse_size(), 0.0);
-    arrays->ref.lse_error_bound.assign(p.lse_size(), 0.0);
-    arrays->ref.abs_scale.assign(p.o_size(), 0.0);
-    arrays->ref.abs_scale_factor.assign(p.lse_size(), 1.0);
-    arrays->ref.abs_scale_floor.assign(p.lse_size(), 0.0);
+    size_reference(p, arrays->ref);
     arrays->budget.o_bound.assign(p.o_size(), 0.0);
     arrays->budget.o_bound_probabilistic.assign(p.o_size(), 0.0);
     arrays->budget.lse_bound.assign(p.lse_size(), 0.0);
@@ -548,13 +565,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
     result.timing.verdict_s += ev.ms(2, 3) / 1e3;
     if (arrays) {
       const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
-      download(w.o_ref, no, arrays->ref.out.o, o_at);
-      download(w.o_err, no, arrays->ref.o_error_bound, o_at);
-      download(w.lse_ref, size_t(pass.rows), arrays->ref.out.lse, at);
-      download(w.lse_err, size_t(pass.rows), arrays->ref.lse_error_bound, at);
-      download(w.scale_a, no, arrays->ref.abs_scale, o_at);
-      download(w.a_factor, size_t(pass.rows), arrays->ref.abs_scale_factor, at);
-      download(w.a_floor, size_t(pass.rows), arrays->ref.abs_scale_floor, at);
+      download_reference(p, pass, w, arrays->ref);
       download(w.o_bound, no, arrays->budget.o_bound, o_at);
       download(w.o_bound_prob, no, arrays->budget.o_bound_probabilistic, o_at);
       download(w.lse_bound, size_t(pass.rows), arrays->budget.lse_bound, at);
@@ -622,29 +633,11 @@ Float64Attention reference_host_data(const Problem& p, const RunOptions& options
   allocate(p, basis, DeviceTensors{q.ptr, k.ptr, v.ptr, nullptr, nullptr}, max_pass_rows(passes), w);
   check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");
   Float64Attention ref;
-  ref.out.o.assign(p.o_size(), 0.0);
-  ref.o_error_bound.assign(p.o_size(), 0.0);
-  ref.out.lse.assign(p.lse_size(), 0.0);
-  ref.lse_error_bound.assign(p.lse_size(), 0.0);
-  ref.abs_scale.assign(p.o_size(), 0.0);
-  ref.abs_scale_factor.assign(p.lse_size(), 1.0);
-  ref.abs_scale_floor.assign(p.lse_size(), 0.0);
+  size_reference(p, ref);
   for (const Pass& pass : passes) {
     w.s.row0 = pass.row0, w.s.pass_rows = pass.rows;
-    check(launch_reference(w.s, w.key_vmax.as<double>(),
-                           ReferenceOut{w.o_ref.as<double>(), w.o_err.as<double>(), w.lse_ref.as<double>(),
-                                        w.lse_err.as<double>(), w.scale_a.as<double>(), w.a_factor.as<double>(),
-                                        w.a_floor.as<double>()},
-                           nullptr, false),
-          "reference kernel");
-    const size_t no = size_t(pass.rows) * p.dv, o_at = size_t(pass.row0) * p.dv, at = size_t(pass.row0);
-    download(w.o_ref, no, ref.out.o, o_at);
-    download(w.o_err, no, ref.o_error_bound, o_at);
-    download(w.lse_ref, size_t(pass.rows), ref.out.lse, at);
-    download(w.lse_err, size_t(pass.rows), ref.lse_error_bound, at);
-    download(w.scale_a, no, ref.abs_scale, o_at);
-    download(w.a_factor, size_t(pass.rows), ref.abs_scale_factor, at);
-    download(w.a_floor, size_t(pass.rows), ref.abs_scale_floor, at);
+    check(launch_reference(w.s, w.key_vmax.as<double>(), reference_out(w), nullptr, false), "reference kernel");
+    download_reference(p, pass, w, ref);
   }
   return ref;
 }
