@@ -17,11 +17,12 @@ cudaError_t run_fused_hdim(Recipe recipe, int tile_index, const FwdParams& p, cu
 cudaError_t run_fused_e4m3(int tile_index, const FwdParams& p, cudaStream_t stream);
 cudaError_t run_fused_e5m2(int tile_index, const FwdParams& p, cudaStream_t stream);
 
-// Kernel v2 (fwd_v2_kernel.cuh; fp16 and bf16 at fc::tiles::kV2HeadDims): the TMA descriptors of Q, K and
-// V (tensor_map.h), then the kernel, its guarded redo of the blocks that flagged a possible NaN leak (when
-// p.redo is set), and the split-KV merge when p.num_splits > 1. One translation unit per head dim.
+// Kernel v2 (fwd_v2_kernel.cuh; fp16 and bf16 at fc::tiles::kV2HeadDims): the TMA descriptors of Q, K,
+// V and O (tensor_map.h; O's is used where p.o_tma is set), then the kernel, its guarded redo of the
+// blocks that flagged a possible NaN leak (when p.redo is set), and the split-KV merge when
+// p.num_splits > 1. One translation unit per head dim.
 struct V2TensorMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
 };
 // tile_m: the tile's rows, fc::tiles::v2_tile's or v2_tall_tile's for this head dim.
 template <int kHeadDim>

@@ -20,6 +20,7 @@ struct FwdParams {
   long long q_stride[3], k_stride[3], v_stride[3], o_stride[3];
   float* lse;  // [batch, heads_q, n_q] or nullptr
   bool o_vec16;  // o and its row strides are 16-byte aligned: the epilogue stores whole 16-byte chunks
+  bool o_tma;    // kernel v2: O leaves through shared memory and a TMA store (the runner made O's tensor map)
 
   int batch, heads_q, heads_kv, group;  // group = heads_q / heads_kv (GQA/MQA)
   int n_q, n_k, d;

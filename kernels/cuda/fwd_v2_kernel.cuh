@@ -5,20 +5,21 @@
 //
 // A persistent grid of one block per SM walks the work tiles (128 query rows of one (batch, head, split);
 // tile_scheduler.h), 3 warpgroups:
-//   producer   (warpgroup 0, two threads): one TMA-loads each work tile's K and V tiles of Bc keys into
-//              a ring of buffers (4, 3, 2 stages at d = 64, 128, 256: tile_policy.h) that runs on across
-//              work tiles (the next tile's first keys load while the last ones are computed and stored),
-//              and draws the next work tile for the consumers; the other loads each tile's Q. Each
-//              buffer has a "full" mbarrier (the copy engine counts its bytes) and an "empty" one that
-//              the consumers' warps arrive on when they are done with it. The warpgroup gives its
-//              registers away (setmaxnreg) and waits on the barriers.
+//   producer   (warpgroup 0, three threads): one draws the next work tile for the consumers and TMA-loads
+//              each work tile's K tiles of Bc keys into a ring of buffers (4, 3, 2 stages at d = 64, 128,
+//              256: tile_policy.h) that runs on across work tiles (the next tile's first keys load while
+//              the last ones are computed and stored); one loads the V tiles into the V ring, one each
+//              tile's Q. Each buffer has a "full" mbarrier (the copy engine counts its bytes) and an
+//              "empty" one that the consumers' warps arrive on when they are done with it. The warpgroup
+//              gives its registers away (setmaxnreg) and waits on the barriers.
 //   consumers  (warpgroups 1 and 2, 64 rows each; the traits also take a 192-row tile, three of them,
 //              with 160 registers each): per key tile, load -> S = Q K^T (wgmma, Q and K from
 //              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
 //              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
-//              epilogue, beside the next work tile's first scores. A warp's accumulators are mma.sync's m16n8 fragments, so the mask, the softmax
-//              step, the rounding of P~, the normalisation and the LSE are v1's own helpers (mask.h,
-//              softmax.h, normalise.h): one definition each.
+//              epilogue: O into shared memory over the V ring and out by TMA stores, whose reads complete
+//              beside the next work tile's first scores. A warp's accumulators are mma.sync's m16n8
+//              fragments, so the mask, the softmax step, the rounding of P~, the normalisation and the
+//              LSE are v1's own helpers (mask.h, softmax.h, normalise.h): one definition each.
 //
 // Numerics: the rounding points of softmax.h with one step per tile (step = Bc); wgmma's accumulation is
 // mma.sync's bit for bit (measured, docs/error-analysis.md §1), and l from P~ runs on the tensor cores as
@@ -80,9 +81,20 @@ struct FwdV2Traits {
   static constexpr int kOffV = kOffK + kStages * kTileKV;
   static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
   static constexpr int kOffBars = kOffOnes + 256;
-  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free;
-  // then 2 work slots: a work id and its BlockPlace each.
-  static constexpr int kNumBars = 2 + 4 * kStages + 5;
+  // O's tile (the normalised 16-bit output, in Q's layout) overlays the V ring at d = 256: the epilogue
+  // writes it there once both warpgroups' last P~ V are done, TMA stores copy it out, and the V thread loads
+  // into the buffers it covers only once those stores have read it (o_done). There, global stores straight
+  // from the accumulators (128 a thread per tile) stalled the consumers on the memory pipe's queue: 15 % of
+  // the warps' samples at N = 512 (Nsight Compute, H200), and the TMA stores are 0.997-1.19x as fast (36
+  // shapes, bf16, docs/cuda-kernel-v2.md). At d = 64 they were 0.82-0.98x (16 stores a thread per tile, and
+  // the V ring's next loads wait for O) and at d = 128 0.98-1.01x, so those keep the direct stores.
+  static constexpr bool kOThroughSmem = kHeadDim == 256;
+  static constexpr int kOffO = kOffV;
+  static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
+  static_assert(kOStages <= kStages, "O's tile fits in the V ring");
+  // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free,
+  // and a word (o_done, not an mbarrier); then 2 work slots: a work id and its BlockPlace each.
+  static constexpr int kNumBars = 2 + 4 * kStages + 6;
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
   static constexpr int kWorkSlotBytes = 8 + (sizeof(BlockPlace) + 7) / 8 * 8;
   static constexpr int kSmemBytes = kOffWork + 2 * kWorkSlotBytes + 1024;  // + alignment slack
@@ -131,6 +143,14 @@ struct Smem {
   __device__ __forceinline__ uint32_t work_empty(int s) const { return bar(4 + 4 * Tr::kStages + s); }
   // The guarded redo: the consumers are done with the K ring as the NaN maps' scratch (value_nan_guard.h).
   __device__ __forceinline__ uint32_t scratch_free() const { return bar(6 + 4 * Tr::kStages); }
+  // The count of work tiles whose O stores have read O's tile, per consumer warpgroup: a V may land in the
+  // buffers O's tile covers once every earlier tile's have. A count, not an mbarrier's phase: the V thread
+  // may run several tiles ahead of the consumers and wait only in some tiles (parities would alias).
+  __device__ __forceinline__ uint32_t o_done() const { return bar(7 + 4 * Tr::kStages); }
+  // O's tile: panel pn (64 columns) of consumer warpgroup wg's 64 rows, as one TMA store box.
+  __device__ __forceinline__ uint32_t o_box(int pn, int wg) const {
+    return base + Tr::kOffO + pn * Tr::kPanelQ + wg * 64 * 128;
+  }
   __device__ __forceinline__ uint32_t work_id(int s) const { return base + Tr::kOffWork + Tr::kWorkSlotBytes * s; }
   __device__ __forceinline__ uint32_t work_place(int s) const { return work_id(s) + 8; }
 };
@@ -145,36 +165,37 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap* map, 
   for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_load_4d(dst + pn * panel_bytes, map, full, pn * 64, row0, h, b);
 }
 
-// The K and V tiles of one work tile, from ring position i on (advanced past them).
-template <typename Tr>
-__device__ __forceinline__ void produce_keys(const Smem<Tr>& sm, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                                             const BlockPlace& bp, int& i) {
+// The K (kV = false) or V tiles of one work tile, from ring position i on (advanced past them): each load
+// behind the consumers' release of its buffer's previous use.
+// kWaitO (V, with O's tile over the V ring: consume): a V of work slot w's tile that lands in a buffer O's
+// tile covers first waits until the earlier tiles' O stores have read it (o_done).
+template <typename Tr, bool kV, bool kWaitO = false>
+__device__ __forceinline__ void produce_ring(const FwdParams& p, const Smem<Tr>& sm, const CUtensorMap* tm,
+                                             int nb_begin, int nb_end, int h_kv, int b, int& i, int w = 0) {
 #pragma unroll 1
-  for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb, ++i) {
+  for (int nb = nb_begin; nb < nb_end; ++nb, ++i) {
     const int stage = i % Tr::kStages;
     // Use j = i / kStages of a stage waits for the consumers' release of use j - 1.
-    const uint32_t released = ((i / Tr::kStages) - 1) & 1;
-    if (i >= Tr::kStages) tile::mbar_wait(sm.k_empty(stage), released);
-    load_tile<Tr>(sm.k(stage), tm_k, sm.k_full(stage), Tr::kTileKV, Tr::kPanelKV, nb * Tr::kBlockN, bp.h_kv, bp.b);
-    if (i >= Tr::kStages) tile::mbar_wait(sm.v_empty(stage), released);
-    load_tile<Tr>(sm.v(stage), tm_v, sm.v_full(stage), Tr::kTileKV, Tr::kPanelKV, nb * Tr::kBlockN, bp.h_kv, bp.b);
+    if (i >= Tr::kStages) tile::mbar_wait(kV ? sm.v_empty(stage) : sm.k_empty(stage), ((i / Tr::kStages) - 1) & 1);
+    if (kWaitO && p.o_tma && w > 0 && stage < Tr::kOStages) tile::wait_count(sm.o_done(), Tr::kConsumers * w);
+    load_tile<Tr>(kV ? sm.v(stage) : sm.k(stage), tm, kV ? sm.v_full(stage) : sm.k_full(stage), Tr::kTileKV,
+                  Tr::kPanelKV, nb * Tr::kBlockN, h_kv, b);
   }
 }
 
-// Producer: per work tile, every key tile's K and V, each behind its buffer's "empty" barrier (K is
-// released as soon as the tile's scores are in registers, V after P~ V: separate barriers let the next K
-// load start while the current P~ V runs). `i` counts key tiles over all work tiles: the ring's position.
-// Q has a thread of its own (produce_q): on this one, behind the Q buffer's release, the next tile's first
-// K and V loads waited until the current tile's last scores were in (with its own thread: 4 % faster at
-// d = 64, the same at 128 and 256; docs/cuda-kernel-v2.md).
+// The producer: draws each work tile and loads its K tiles (K is released as soon as the tile's scores are
+// in registers). Q and V have a thread each (produce_q, produce_v), which read the work slots as the
+// consumers do: behind one thread's waits for the buffers, the next tile's first K and V loads waited
+// until the current tile's last scores were in (Q on a thread of its own: 4 % faster at d = 64, the same at
+// 128 and 256; docs/cuda-kernel-v2.md), and V's wait for O's tile (produce_v) held up the next K.
 template <typename Tr>
 __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
-                                        const CUtensorMap* tm_k, const CUtensorMap* tm_v, const WorkTiles& work) {
+                                        const CUtensorMap* tm_k, const WorkTiles& work) {
   int i = 0;
 #pragma unroll 1
   for (unsigned w = 0;; ++w) {
-    // Hand the next work id and its place to the consumers and the Q thread (slot w % 2, free once they
-    // have read its use w - 2). The place (head, rows, key tiles, mask summary) takes run-time divisions,
+    // Hand the next work id and its place to the consumers and the Q and V threads (slot w % 2, free once
+    // they have read its use w - 2). The place (head, rows, key tiles, mask summary) takes run-time divisions,
     // a few hundred instructions of dependent integer work: here once per tile, ahead of the
     // consumers, instead of in each of their 256 threads between one tile's epilogue and the next tile's
     // first scores.
@@ -186,38 +207,52 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
     if (!last) *slot = work.place<Tr::kBlockM, Tr::kBlockN>(p, id);
     tile::mbar_arrive(sm.work_full(w % 2));  // release: the readers' wait sees the id and the place
     if (last) break;
-    // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K and V
-    // wait until they are done.
+    // The guarded redo's consumers use the K ring as scratch after a tile's products: its next K waits
+    // until they are done.
     if (work.redo && w > 0) tile::mbar_wait(sm.scratch_free(), (w - 1) & 1);
-    produce_keys(sm, tm_k, tm_v, *slot, i);
+    produce_ring<Tr, false>(p, sm, tm_k, slot->nb_begin, slot->nb_end, slot->h_kv, slot->b, i);
   }
 }
 
-// The Q thread: per work tile (read from the work slots as the consumers read them), Q into its buffer
-// once the consumers are done with the previous tile's. The tile is drawn a few key tiles before the
-// consumers finish the previous one, so Q is first fetched into L2 at once; the load into shared memory,
-// which has to wait for the buffer, then reads L2.
+// Reads work slot w as the consumers do (its id, and the place's fields the loads need); false past the
+// last tile.
+template <typename Tr>
+__device__ __forceinline__ bool read_slot(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
+                                          BlockPlace& bp) {
+  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
+  long long id;
+  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
+  tile::mbar_arrive(sm.work_empty(w % 2));
+  return id < work.total;
+}
+
+// The Q thread: per work tile, Q into its buffer once the consumers are done with the previous tile's. The
+// tile is drawn a few key tiles before the consumers finish the previous one, so Q is first fetched into
+// L2 at once; the load into shared memory, which has to wait for the buffer, then reads L2.
 template <typename Tr>
 __device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned char* smem, const CUtensorMap* tm_q,
                                           const WorkTiles& work) {
+  BlockPlace bp;
 #pragma unroll 1
-  for (int w = 0;; ++w) {
-    tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-    long long id;
-    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-    int m0 = 0, h = 0, b = 0;
-    if (id < work.total) {
-      const auto& bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-      m0 = bp.m0;
-      h = bp.h;
-      b = bp.b;
-    }
-    tile::mbar_arrive(sm.work_empty(w % 2));
-    if (id >= work.total) break;
+  for (int w = 0; read_slot(sm, smem, work, w, bp); ++w) {
 #pragma unroll
-    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, m0, h, b);
+    for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, bp.m0, bp.h, bp.b);
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
-    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, m0, h, b);
+    load_tile<Tr>(sm.q(), tm_q, sm.q_full(), Tr::kTileQ, Tr::kPanelQ, bp.m0, bp.h, bp.b);
+  }
+}
+
+// The V thread: per work tile, its V tiles. kWaitO (O's tile over the V ring, with p.o_tma): those that land
+// in the buffers O's tile covers wait for the earlier tiles' O stores (produce_ring).
+template <typename Tr, bool kWaitO>
+__device__ __forceinline__ void produce_v(const FwdParams& p, const Smem<Tr>& sm, const unsigned char* smem,
+                                          const CUtensorMap* tm_v, const WorkTiles& work) {
+  BlockPlace bp;
+  int i = 0;
+#pragma unroll 1
+  for (int w = 0; read_slot(sm, smem, work, w, bp); ++w) {
+    produce_ring<Tr, true, kWaitO>(p, sm, tm_v, bp.nb_begin, bp.nb_end, bp.h_kv, bp.b, i, w);
   }
 }
 
@@ -278,6 +313,24 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const BlockPlace&
   }
 }
 
+// The same rows into O's tile (Smem::o_box) instead of global memory, and the LSE. Each 4-byte pair goes to
+// its 16-byte chunk's swizzled place (chunk ^ row % 8, the layout TMA reads with CU_TENSOR_MAP_SWIZZLE_128B);
+// a quad's eight rows then fall in distinct banks.
+template <typename Tr>
+__device__ __forceinline__ void stage_rows(const FwdParams& p, const Smem<Tr>& sm, const BlockPlace& bp,
+                                           const float (&acc)[Tr::kNTilesO][4], const OnlineSoftmax& st, int row_g,
+                                           int wg, int warp, int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint32_t row = sm.o_box(0, wg) + (16 * warp + g + 8 * r) * 128 + 4 * t;
+    normalised_o_row<typename Tr::ET>(p, acc, st.row_sum[r], r, [&](int i, uint32_t pair) {
+      const uint32_t addr = row + (i / 8) * Tr::kPanelQ + (((i % 8) ^ g) << 4);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(pair) : "memory");
+    });
+    if (row_g + 8 * r < p.n_q) store_row_lse(p, st, r, t, bp.b, bp.h, row_g + 8 * r);
+  }
+}
+
 // kGuard: NaN -> 0 in the stage's V tile in shared memory, split over the consumers' 256 threads, so that
 // the tile's MMA stays finite for every row (value_nan_guard.h, step 2a). Ordinary stores that the tensor
 // cores read next: each writer fences the async proxy, then the consumers meet at a named barrier.
@@ -320,15 +373,21 @@ __device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned cha
 // runs beside them on the tensor cores instead of between the two GEMMs. The order of every rounding is
 // the plain loop's: O = (O + P~(i-1) V(i-1)) alpha(i) + P~(i) V(i) (softmax_update computes
 // p = exp2(s c - m c) as round_p would).
+//
+// The epilogue (Tr::kOThroughSmem, p.o_tma, unguarded): O into O's tile over the V ring, then one TMA
+// store per warpgroup and 64-column panel; the thread that issued them waits for their reads only after
+// the next tile's first scores are issued, then frees the ring's V buffers for the V thread (o_done).
 template <typename Tr, bool kGuard>
 __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, unsigned char* smem,
-                                        const WorkTiles& work, int wg) {
+                                        const WorkTiles& work, int wg, const CUtensorMap* tm_o) {
   using ET = typename Tr::ET;
   const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
   // The lane's quad and place in it. (No lane index is held: the releases elect their lane, and at d = 256's
   // 240 registers the guarded kernel spilled a held one.)
   const int g = (threadIdx.x / 4) % 8, t = threadIdx.x % 4;
   const bool l_on_tensor_cores = !p.l_from_fp32_p;
+  // Read from the parameters where used: held in a register across the loop, it spilled at d = 256.
+  auto o_smem = [&]() { return !kGuard && Tr::kOThroughSmem && p.o_tma; };
   const float c = p.scale_log2;
   auto row_of = [&](const BlockPlace& bp) { return bp.m0 + 64 * wg + 16 * warp + g; };
 
@@ -448,7 +507,29 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       tile::fence_proxy_async_shared();
       release(sm.scratch_free());
     }
-    store_rows<Tr>(p, bp, acc[0], st, row_g, t);
+    if (!o_smem()) {
+      store_rows<Tr>(p, bp, acc[0], st, row_g, t);
+      return;
+    }
+    // O's tile overlays the V ring: every consumer warpgroup's last P~ V has to be done with it.
+    tile::named_barrier_sync(2, 128 * Tr::kConsumers);
+    stage_rows<Tr>(p, sm, bp, acc[0], st, row_g, wg, warp, g, t);
+    tile::fence_proxy_async_shared();  // ordinary stores that the copy engine reads next
+    tile::named_barrier_sync(3 + wg, 128);
+    if (threadIdx.x % 128 == 0) {
+#pragma unroll
+      for (int pn = 0; pn < Tr::kPanels; ++pn)
+        tile::tma_store_4d(tm_o, sm.o_box(pn, wg), pn * 64, bp.m0 + 64 * wg, bp.h, bp.b);
+      tile::bulk_commit_group();
+    }
+  };
+  // Before work slot w's tile: the last tile's O stores (there are some from w = 1 on) have read O's tile,
+  // so the producer may load V there again.
+  auto complete_o_store = [&](int w) {
+    if (o_smem() && w > 0 && threadIdx.x % 128 == 0) {
+      tile::bulk_wait_group_read<0>();
+      tile::count_release(sm.o_done());
+    }
   };
 
   int w = 0, ring = 0;  // the work slot and ring position of the current tile's first key tile
@@ -462,9 +543,13 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     sm_state[0].init();
     clear_accumulators();
     tile::mbar_wait(sm.q_full(), w & 1);
-    if (n_tiles == 0) release(sm.q_empty());
+    if (n_tiles == 0) {
+      release(sm.q_empty());
+      complete_o_store(w);
+    }
     if (n_tiles > 0) {
       issue_qk_at(ring);
+      complete_o_store(w);  // beside the first scores
       tile::wgmma_wait<0>();
       release(sm.k_empty(stage_of(ring)));
       if (n_tiles == 1) release(sm.q_empty());
@@ -505,6 +590,8 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     id = id_next;
     bp = bp_next;
   }
+  // The block's shared memory has to outlive the last O stores.
+  if (o_smem() && threadIdx.x % 128 == 0) tile::bulk_wait_group<0>();
 }
 
 }  // namespace v2
@@ -514,7 +601,8 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 template <typename Tr, bool kGuard>
 __global__ void __launch_bounds__(Tr::kNThreads, 1)
     fwd_v2_kernel(const __grid_constant__ FwdParams p, const __grid_constant__ CUtensorMap tm_q,
-                  const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
+                  const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
+                  const __grid_constant__ CUtensorMap tm_o) {
   const WorkTiles work = WorkTiles::make(p, Tr::kBlockM, kGuard);
   if (work.idle(p)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -533,9 +621,10 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
     }
     for (int s = 0; s < 2; ++s) {
       tile::mbar_init(sm.work_full(s), 1);
-      tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers + 1);  // the consumer warps and the Q thread
+      tile::mbar_init(sm.work_empty(s), 4 * Tr::kConsumers + 2);  // the consumer warps, the Q and V threads
     }
     tile::mbar_init(sm.scratch_free(), 4 * Tr::kConsumers);
+    asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(sm.o_done()) : "memory");
     tile::fence_barrier_init();
   }
   if (threadIdx.x < 64) {
@@ -548,11 +637,12 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     tile::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_k, &tm_v, work);
+    if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_k, work);
     if (threadIdx.x == 32) v2::produce_q<Tr>(sm, smem, &tm_q, work);
+    if (threadIdx.x == 64) v2::produce_v<Tr, !kGuard && Tr::kOThroughSmem>(p, sm, smem, &tm_v, work);
   } else {
     tile::setmaxnreg_inc<Tr::kConsumerRegs>();
-    v2::consume<Tr, kGuard>(p, sm, smem, work, wg - 1);
+    v2::consume<Tr, kGuard>(p, sm, smem, work, wg - 1, &tm_o);
   }
 }
 

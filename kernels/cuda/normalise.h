@@ -32,15 +32,14 @@ __device__ __forceinline__ long long split_state_index(const FwdParams& p, int s
   return ((static_cast<long long>(split) * p.batch + b) * p.heads_q + h) * p.n_q + row;
 }
 
-// The tensor-core kernels' epilogue for one row r (0: g, 1: g + 8) of a warp's m16n8 accumulators and
-// softmax state (o_head: row 0 of the head's O), the lane's columns 8i + 2t and 8i + 2t + 1: O normalised and rounded to the 16-bit output
-// (fp8 inputs: times v_descale first) in 4-byte stores, and the LSE from lane t = 0.
-template <typename ET, int kNTilesO>
-__device__ __forceinline__ void store_o_row(const FwdParams& p, uint16_t* o_head, const float (&acc)[kNTilesO][4],
-                                            const OnlineSoftmax& sm, int r, int t, int b, int h, int row) {
-  const float l = sm.row_sum[r];
+// Row r (0: g, 1: g + 8) of a warp's m16n8 accumulators with row sum l, the lane's columns 8i + 2t and
+// 8i + 2t + 1: O normalised and rounded to the 16-bit output (fp8 inputs: times v_descale first), handed to
+// put(i, packed pair) for each i. Where the pairs go is the caller's: global memory (store_o_row) or kernel
+// v2's shared-memory tile that a TMA store writes out (fwd_v2_kernel.cuh); the values are the same.
+template <typename ET, int kNTilesO, typename Put>
+__device__ __forceinline__ void normalised_o_row(const FwdParams& p, const float (&acc)[kNTilesO][4], float l, int r,
+                                                 Put&& put) {
   const float inv = inverse_l(l);
-  uint16_t* o_row = o_head + static_cast<long long>(row) * p.o_stride[2];
 #pragma unroll
   for (int i = 0; i < kNTilesO; ++i) {
     float x0 = normalised(acc[i][2 * r], l, inv);
@@ -49,9 +48,26 @@ __device__ __forceinline__ void store_o_row(const FwdParams& p, uint16_t* o_head
       x0 = __fmul_rn(x0, p.v_descale);
       x1 = __fmul_rn(x1, p.v_descale);
     }
-    *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = ET::pack_out(x0, x1);
+    put(i, ET::pack_out(x0, x1));
   }
-  if (p.lse && t == 0) p.lse[lse_index(p, b, h, row)] = row_lse(sm.row_max[r], l, p.scale_eff, p.lse_offset);
+}
+
+// The row's LSE, from lane t = 0 of its quad.
+__device__ __forceinline__ void store_row_lse(const FwdParams& p, const OnlineSoftmax& sm, int r, int t, int b, int h,
+                                              int row) {
+  if (p.lse && t == 0)
+    p.lse[lse_index(p, b, h, row)] = row_lse(sm.row_max[r], sm.row_sum[r], p.scale_eff, p.lse_offset);
+}
+
+// The tensor-core kernels' epilogue for one row r of a warp's accumulators and softmax state (o_head: row 0
+// of the head's O): O in 4-byte stores, and the LSE.
+template <typename ET, int kNTilesO>
+__device__ __forceinline__ void store_o_row(const FwdParams& p, uint16_t* o_head, const float (&acc)[kNTilesO][4],
+                                            const OnlineSoftmax& sm, int r, int t, int b, int h, int row) {
+  uint16_t* o_row = o_head + static_cast<long long>(row) * p.o_stride[2];
+  normalised_o_row<ET>(p, acc, sm.row_sum[r], r,
+                       [&](int i, uint32_t pair) { *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) = pair; });
+  store_row_lse(p, sm, r, t, b, h, row);
 }
 
 // The same row's unnormalised state (a, m, l) for the merge (split-KV).

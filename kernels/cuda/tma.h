@@ -1,5 +1,5 @@
 // Collective / tile layer: Hopper's asynchronous data movement, one PTX instruction per function: the
-// bulk tensor copy (TMA) into shared memory, the mbarriers that count its bytes and the consumers'
+// bulk tensor copy (TMA) into shared memory and out of it, the mbarriers that count its bytes and the consumers'
 // releases, the named barriers between warpgroups, and setmaxnreg, which moves registers from the
 // producer warpgroup to the consumers. Kernel v2 (fwd_v2_kernel.cuh) is built from these.
 #pragma once
@@ -43,6 +43,19 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+// ---- a shared-memory counter: one thread's release (+1), another's wait for a count ----
+__device__ __forceinline__ void count_release(uint32_t word) {
+  asm volatile("red.release.cta.shared::cta.add.u32 [%0], 1;\n" ::"r"(word) : "memory");
+}
+__device__ __forceinline__ void wait_count(uint32_t word, uint32_t count) {
+  for (;;) {
+    uint32_t c;
+    asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];\n" : "=r"(c) : "r"(word) : "memory");
+    if (c >= count) return;
+    __nanosleep(64);
+  }
+}
+
 // ---- TMA: a 4-D box (c0 innermost) of the tensor `map` into shared memory, completing on `bar` ----
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                             int c2, int c3) {
@@ -63,6 +76,26 @@ __device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c
 // Fetches the descriptor into the cache ahead of the first copy that uses it.
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---- TMA store: a 4-D box of shared memory (the map's swizzled layout) into the tensor `map` ----
+// Rows past the tensor's end are not written. The stores of a thread form bulk groups: commit closes one,
+// and wait_group_read<N> returns once at most N of the thread's groups still read shared memory (the
+// buffer may then be written again); wait_group<0> once all of them have written global memory.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // ---- named barriers (ids 1..15; 0 is __syncthreads) among `threads` threads (a multiple of 32) ----

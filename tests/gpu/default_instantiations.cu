@@ -50,7 +50,7 @@ FC_DEFAULT_V1(Bf16, 64, false, true, 1024)
 #define FC_V2(E, D, M, G)                                                                                \
   template __global__ void fwd_v2_kernel<FwdV2Traits<E, D, M>, G>(                                       \
       const __grid_constant__ FwdParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
-      const __grid_constant__ CUtensorMap);
+      const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 #define FC_V2_DIM(D, M) \
   FC_V2(Fp16, D, M, false) FC_V2(Fp16, D, M, true) FC_V2(Bf16, D, M, false) FC_V2(Bf16, D, M, true)
 FC_V2_DIM(64, 128)

@@ -476,10 +476,12 @@ TEST(CudaFused, SplitKvInvarianceAndDeterminism) {
 
 // Device buffers in PyTorch's BNHD layout (non-contiguous BHND view), a view with an inner stride of 2
 // that forces the repack path, and an output 4 bytes past a 16-byte boundary (written in place, but not
-// through the shared-memory epilogue's 16-byte stores); all must equal the host-buffer result bit for bit.
-void expect_device_buffers_match_host(fcc::Subject subject) {
+// through the shared-memory epilogue's 16-byte stores, nor through v2's TMA stores of O at d = 256, which
+// need 16-byte aligned rows); all must equal the host-buffer result bit for bit. d = 0: the Case's.
+void expect_device_buffers_match_host(fcc::Subject subject, int d_head = 0) {
   Case c;
   c.recipe = FC_RECIPE_BF16; c.mask = FC_MASK_CAUSAL_TOP_LEFT;
+  if (d_head) c.d = d_head;
   const Data d = make_data(c);
   Result host;
   ASSERT_TRUE(run_host(subject, c, d, host).ok());
@@ -546,10 +548,12 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
 }
 
 // v2 reads the BNHD views in place through 4-D TMA descriptors (their strides are the view's); the view
-// with an inner stride of 2 is repacked first.
+// with an inner stride of 2 is repacked first. At d = 256 O leaves through TMA stores where it is aligned
+// (fwd_v2_kernel.cuh, kOThroughSmem), by ordinary stores where it is not.
 TEST(CudaV2, DeviceBuffersAndStridedViews) {
   REQUIRE_GPU();
   expect_device_buffers_match_host(fcc::Subject::kFusedV2);
+  expect_device_buffers_match_host(fcc::Subject::kFusedV2, 256);
 }
 
 // A kernel that faults leaves the process's CUDA context unusable. The launch on device buffers returns
