@@ -5,7 +5,7 @@
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement, oracle_sanitizers,
 # oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz,
-# v2, v2_sanitizers, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
+# v2, v2_sanitizers, tma_store_probe, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_v2_plugin flashcheck_cuda_naive_plugin \
@@ -89,6 +89,12 @@ if want v2_sanitizers; then
     step "v2_san_$tool" 90 compute-sanitizer --tool $tool --error-exitcode 99 "$bin/flashcheck-properties" \
       --plugin "$lib/libflashcheck_cuda_v2_plugin.so" --cases 4 --fuzz-cases 20 --require-gpu
   done
+fi
+if want tma_store_probe; then
+  # Whether compute-sanitizer's initcheck sees memory written by TMA stores (bench/tma_store_probe.cu): the
+  # probe alone, then under initcheck.
+  step tma_store_probe 60 "$bin/tma_store_probe"
+  step tma_store_probe_initcheck 60 compute-sanitizer --tool initcheck --error-exitcode 99 "$bin/tma_store_probe"
 fi
 if want v2_bench; then
   # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;

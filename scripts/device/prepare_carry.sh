@@ -5,7 +5,7 @@
 #   .dev/flashcheck/lib/*.so*            the non-glibc libraries it links (fmt, mpfr, gmp)
 #   .dev/flashcheck/lib/libflashcheck_cuda{,_naive}_plugin.so   our CUDA kernels as plugins, when built
 #   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,same_case_test,
-#                        oracle_agreement_test,flashcheck-properties,bench_fused_attention,oracle_scale,
+#                        oracle_agreement_test,flashcheck-properties,bench_fused_attention,oracle_scale,tma_store_probe,
 #                        large_shape_test, test_cuda_attention_missing_wait (with -DFLASHCHECK_BUG_KERNELS=ON)}
 #   .dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so   the example plugin (same_case_test)
 #   .dev/flashcheck/python/flashcheck    the Python package
@@ -43,7 +43,8 @@ done
 for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/property_cuda_v2_test \
          tests/properties/cuda_regression_test \
          tests/cli/same_case_test tests/cli/cli_usage_test tests/gpu/oracle_agreement_test tests/gpu/large_shape_test tests/gpu/test_cuda_attention_missing_wait tools/flashcheck-properties \
-         bench/bench_fused_attention bench/oracle_scale bench/tensor_core_probe; do
+         bench/bench_fused_attention bench/oracle_scale bench/tensor_core_probe \
+         bench/tma_store_probe; do
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
