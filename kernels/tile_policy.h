@@ -174,5 +174,10 @@ constexpr TileShape v2_tile_for(int d, bool causal, long long n_k) {
   const TileShape tall = v2_tall_tile(d);
   return tall.m != 0 && n_k >= (causal ? 16384 : 2048) ? tall : v2_tile(d);
 }
+// Where v2's epilogue writes O through shared memory and TMA stores instead of storing it from the
+// accumulators (fwd_v2_kernel.cuh, kOThroughSmem): at d = 256, 1.07x in geometric mean (bf16 and fp16, FA-3
+// grid, H200); 0.82-0.98x at d = 64 and 0.98-1.01x at d = 128 (docs/cuda-kernel-v2.md). The runner makes O's
+// tensor map only there.
+constexpr bool v2_o_through_smem(int d) { return d == 256; }
 
 }  // namespace fc::tiles

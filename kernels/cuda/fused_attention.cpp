@@ -305,10 +305,12 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   FC_TRY(map_of(&maps.q, fp.q, fp.q_stride, p.heads_q, p.n_q, lp.tile_m));
   FC_TRY(map_of(&maps.k, fp.k, fp.k_stride, p.heads_kv, p.n_k, lp.tile_n));
   FC_TRY(map_of(&maps.v, fp.v, fp.v_stride, p.heads_kv, p.n_k, lp.tile_n));
-  // O leaves through shared memory and a TMA store of 64 rows (one consumer warpgroup's) where the copy
-  // engine can address it; otherwise, and for split-KV's fp32 partial states, by ordinary stores.
+  // Where the policy has O leave through shared memory (v2_o_through_smem), TMA stores of 64 rows (one
+  // consumer warpgroup's) write it if the copy engine can address it; otherwise, and for split-KV's fp32
+  // partial states, ordinary stores do.
   const int64_t os[3] = {fp.o_stride[0], fp.o_stride[1], fp.o_stride[2]};
-  fp.o_tma = fp.num_splits == 1 && make_tile_map(&maps.o, fp.o, 2, p.d, p.n_q, p.heads_q, p.batch, os, 64).empty();
+  fp.o_tma = fc::tiles::v2_o_through_smem(p.d) && fp.num_splits == 1 &&
+             make_tile_map(&maps.o, fp.o, 2, p.d, p.n_q, p.heads_q, p.batch, os, 64).empty();
   // The tile counter, then (guarded) the redo list's count, its ids and the per-tile flags: one allocation
   // (FwdParams::scheduler_bytes).
   long long words = 1;

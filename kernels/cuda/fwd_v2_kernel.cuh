@@ -81,14 +81,13 @@ struct FwdV2Traits {
   static constexpr int kOffV = kOffK + kStages * kTileKV;
   static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
   static constexpr int kOffBars = kOffOnes + 256;
-  // O's tile (the normalised 16-bit output, in Q's layout) overlays the V ring at d = 256: the epilogue
-  // writes it there once both warpgroups' last P~ V are done, TMA stores copy it out, and the V thread loads
-  // into the buffers it covers only once those stores have read it (o_done). There, global stores straight
-  // from the accumulators (128 a thread per tile) stalled the consumers on the memory pipe's queue: 15 % of
-  // the warps' samples at N = 512 (Nsight Compute, H200), and the TMA stores are 0.997-1.19x as fast (36
-  // shapes, bf16, docs/cuda-kernel-v2.md). At d = 64 they were 0.82-0.98x (16 stores a thread per tile, and
-  // the V ring's next loads wait for O) and at d = 128 0.98-1.01x, so those keep the direct stores.
-  static constexpr bool kOThroughSmem = kHeadDim == 256;
+  // O's tile (the normalised 16-bit output, in Q's layout) overlays the V ring where the policy says so
+  // (tile_policy.h, v2_o_through_smem: d = 256): the epilogue writes it there once both warpgroups' last
+  // P~ V are done, TMA stores copy it out, and the V thread loads into the buffers it covers only once
+  // those stores have read it (o_done). There, global stores straight from the accumulators (128 a thread
+  // per tile) stalled the consumers on the memory pipe's queue: 15 % of the warps' samples at N = 512
+  // (Nsight Compute, H200). At d = 64 and 128 (16 and 32 stores a thread) the TMA stores were slower or even.
+  static constexpr bool kOThroughSmem = fc::tiles::v2_o_through_smem(kHeadDim);
   static constexpr int kOffO = kOffV;
   static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
   static_assert(kOStages <= kStages, "O's tile fits in the V ring");
