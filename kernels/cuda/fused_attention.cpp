@@ -295,10 +295,15 @@ namespace {
 // (FwdParams::redo_list) when some key tile can be a boundary tile (fwd_v2_kernel.cuh, NaN in V).
 Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStream_t stream) {
   V2TensorMaps maps{};
+  // A tensor's map, or why the copy engine cannot address it.
+  auto make_map = [&](CUtensorMap* map, const void* data, const long long* strides, int heads, long long rows,
+                      int box_rows) {
+    const int64_t st[3] = {strides[0], strides[1], strides[2]};
+    return make_tile_map(map, data, 2, p.d, rows, heads, p.batch, st, box_rows);
+  };
   auto map_of = [&](CUtensorMap* map, const void* data, const long long* strides, int heads, long long rows,
                     int box_rows) -> Status {
-    const int64_t st[3] = {strides[0], strides[1], strides[2]};
-    const std::string why = make_tile_map(map, data, 2, p.d, rows, heads, p.batch, st, box_rows);
+    const std::string why = make_map(map, data, strides, heads, rows, box_rows);
     if (!why.empty()) return fail(FC_ERR_RUNTIME, "cuda-v2: %s", why.c_str());
     return Status{};
   };
@@ -308,9 +313,8 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   // Where the policy has O leave through shared memory (v2_o_through_smem), TMA stores of 64 rows (one
   // consumer warpgroup's) write it if the copy engine can address it; otherwise, and for split-KV's fp32
   // partial states, ordinary stores do.
-  const int64_t os[3] = {fp.o_stride[0], fp.o_stride[1], fp.o_stride[2]};
   fp.o_tma = fc::tiles::v2_o_through_smem(p.d) && fp.num_splits == 1 &&
-             make_tile_map(&maps.o, fp.o, 2, p.d, p.n_q, p.heads_q, p.batch, os, 64).empty();
+             make_map(&maps.o, fp.o, fp.o_stride, p.heads_q, p.n_q, 64).empty();
   // The tile counter, then (guarded) the redo list's count, its ids and the per-tile flags: one allocation
   // (FwdParams::scheduler_bytes).
   long long words = 1;

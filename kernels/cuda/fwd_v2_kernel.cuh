@@ -16,8 +16,9 @@
 //              with 160 registers each): per key tile, load -> S = Q K^T (wgmma, Q and K from
 //              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
 //              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
-//              epilogue: O into shared memory over the V ring and out by TMA stores, whose reads complete
-//              beside the next work tile's first scores. A warp's accumulators are mma.sync's m16n8
+//              epilogue: O stored from the accumulators, or at d = 256 written into shared memory over
+//              the V ring and sent out by TMA stores, whose reads complete beside the next work tile's
+//              first scores. A warp's accumulators are mma.sync's m16n8
 //              fragments, so the mask, the softmax step, the rounding of P~, the normalisation and the
 //              LSE are v1's own helpers (mask.h, softmax.h, normalise.h): one definition each.
 //
@@ -213,16 +214,24 @@ __device__ __forceinline__ void produce(const FwdParams& p, const Smem<Tr>& sm, 
   }
 }
 
-// Reads work slot w as the consumers do (its id, and the place's fields the loads need); false past the
-// last tile.
-template <typename Tr>
-__device__ __forceinline__ bool read_slot(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
-                                          BlockPlace& bp) {
+
+// Takes work slot w: the tile's id and place; false when the block has no more work. Each reader releases
+// the slot once it has read it: a consumer warp with one arrival (kWarp), the Q and V threads their own.
+template <typename Tr, bool kWarp>
+__device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
+                                          long long& id, BlockPlace& bp) {
   tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-  long long id;
   asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
+  // The consumers' copy starts from an empty place: without it, the guarded d = 256 kernel's consumers
+  // spilled 4 bytes (ptxas, CUDA 13.0).
+  if constexpr (kWarp) bp = BlockPlace{};
   if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-  tile::mbar_arrive(sm.work_empty(w % 2));
+  if constexpr (kWarp) {
+    __syncwarp();  // the slot is read before it is released
+    if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
+  } else {
+    tile::mbar_arrive(sm.work_empty(w % 2));
+  }
   return id < work.total;
 }
 
@@ -232,9 +241,10 @@ __device__ __forceinline__ bool read_slot(const Smem<Tr>& sm, const unsigned cha
 template <typename Tr>
 __device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned char* smem, const CUtensorMap* tm_q,
                                           const WorkTiles& work) {
+  long long id;
   BlockPlace bp;
 #pragma unroll 1
-  for (int w = 0; read_slot(sm, smem, work, w, bp); ++w) {
+  for (int w = 0; take_work<Tr, false>(sm, smem, work, w, id, bp); ++w) {
 #pragma unroll
     for (int pn = 0; pn < Tr::kPanels; ++pn) tile::tma_prefetch_l2_4d(tm_q, pn * 64, bp.m0, bp.h, bp.b);
     if (w > 0) tile::mbar_wait(sm.q_empty(), (w - 1) & 1);
@@ -247,10 +257,11 @@ __device__ __forceinline__ void produce_q(const Smem<Tr>& sm, const unsigned cha
 template <typename Tr, bool kWaitO>
 __device__ __forceinline__ void produce_v(const FwdParams& p, const Smem<Tr>& sm, const unsigned char* smem,
                                           const CUtensorMap* tm_v, const WorkTiles& work) {
+  long long id;
   BlockPlace bp;
   int i = 0;
 #pragma unroll 1
-  for (int w = 0; read_slot(sm, smem, work, w, bp); ++w) {
+  for (int w = 0; take_work<Tr, false>(sm, smem, work, w, id, bp); ++w) {
     produce_ring<Tr, true, kWaitO>(p, sm, tm_v, bp.nb_begin, bp.nb_end, bp.h_kv, bp.b, i, w);
   }
 }
@@ -349,18 +360,6 @@ __device__ __forceinline__ void flag_for_redo(const FwdParams& p, long long id) 
   if (atomicCAS(p.redo_flags + id, 0u, 1u) == 0u) p.redo_list[1 + atomicAdd(p.redo_list, 1u)] = static_cast<unsigned>(id);
 }
 
-// Takes work slot w: the tile's id and place; false when the block has no more work.
-template <typename Tr>
-__device__ __forceinline__ bool take_work(const Smem<Tr>& sm, const unsigned char* smem, const WorkTiles& work, int w,
-                                          long long& id, BlockPlace& bp) {
-  tile::mbar_wait(sm.work_full(w % 2), (w / 2) & 1);
-  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(id) : "r"(sm.work_id(w % 2)) : "memory");
-  bp = BlockPlace{};
-  if (id < work.total) bp = *reinterpret_cast<const BlockPlace*>(smem + (sm.work_place(w % 2) - sm.base));
-  __syncwarp();  // the slot is read before it is released
-  if (threadIdx.x % 32 == 0) tile::mbar_arrive(sm.work_empty(w % 2));
-  return id < work.total;
-}
 
 // Consumer warpgroup wg (0 .. kConsumers - 1): rows m0 + 64 wg .. + 63 of each of the block's work tiles.
 // kGuard: the redo of flagged tiles.
@@ -534,7 +533,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   int w = 0, ring = 0;  // the work slot and ring position of the current tile's first key tile
   long long id;
   BlockPlace bp;
-  if (!take_work(sm, smem, work, w, id, bp)) return;
+  if (!take_work<Tr, true>(sm, smem, work, w, id, bp)) return;
 #pragma unroll 1
   for (;;) {
     const int n_tiles = bp.nb_end - bp.nb_begin;
@@ -574,7 +573,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     // docs/cuda-kernel-v2.md).
     long long id_next;
     BlockPlace bp_next;
-    const bool more = take_work(sm, smem, work, w + 1, id_next, bp_next);
+    const bool more = take_work<Tr, true>(sm, smem, work, w + 1, id_next, bp_next);
     if (n_tiles > 0) {
       rescale_step();
       const int last = ring + n_tiles - 1;
