@@ -252,9 +252,14 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
   if (subject == Subject::kFusedV2) {
     tile_index = -1;  // v2 tiles are outside v1's table (tile_policy.h: v2_tile_for)
   } else if (p.tile_m != 0 || p.tile_n != 0) {
+    const int fp8_tile = tile_index;
     tile_index = tile_index_of(p.d, p.tile_m, p.tile_n);
     if (tile_index < 0)
       return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
+    // fp8 compiles one tile per head dim (tile_policy.h fp8_tile_index).
+    if (is_fp8(p.recipe) && tile_index != fp8_tile)
+      return fail(FC_ERR_UNSUPPORTED, "fp8 runs one %dx%d tile at head dim %d (tile %dx%d asked)",
+                  tile_options(p.d, fp8_tile).m, tile_options(p.d, fp8_tile).n, p.d, p.tile_m, p.tile_n);
   }
   const TileShape v2_asked{p.tile_m, p.tile_n, 0, 0};  // validated above
   const TileShape t = subject == Subject::kFusedV2
@@ -420,8 +425,8 @@ Status run_device(Subject subject, const fc_problem& p, const LaunchPlan& lp, co
   const Recipe recipe = static_cast<Recipe>(p.recipe);
   switch (recipe) {
     case Recipe::kFp32: FC_CUDA_TRY(run_fused_fp32(fp, stream)); break;
-    case Recipe::kE4M3: FC_CUDA_TRY(run_fused_e4m3(tile_index, fp, stream)); break;
-    case Recipe::kE5M2: FC_CUDA_TRY(run_fused_e5m2(tile_index, fp, stream)); break;
+    case Recipe::kE4M3: FC_CUDA_TRY(run_fused_e4m3(fp, stream)); break;
+    case Recipe::kE5M2: FC_CUDA_TRY(run_fused_e5m2(fp, stream)); break;
     default:
       FC_CUDA_TRY(dispatch_head_dim(p.d, [&](auto d) {
         return run_fused_hdim<decltype(d)::value>(recipe, tile_index, fp, stream);
@@ -592,9 +597,9 @@ void capabilities(Subject subject, fc_capabilities* out) {
                  (1u << FC_RECIPE_FP8_E4M3) | (1u << FC_RECIPE_FP8_E5M2);
   out->features = FC_CAP_GQA | FC_CAP_KEY_LENGTHS | FC_CAP_DENSE_MASK | FC_CAP_LSE | FC_CAP_SPLIT_KV |
                   FC_CAP_TILE_SIZES | FC_CAP_L_FROM_FP32_P | FC_CAP_TWO_LEVEL_ACCUM | FC_CAP_SUBTILE_STEPS;
-  // The tile options apply to the tensor-core recipes; fp32 runs its one SIMT tiling.
-  out->tile_recipes = (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16) | (1u << FC_RECIPE_FP8_E4M3) |
-                      (1u << FC_RECIPE_FP8_E5M2);
+  // The tile options apply to the 16-bit tensor-core recipes; fp32 runs its one SIMT tiling and fp8 one
+  // tile per head dim (tile_policy.h fp8_tile_index).
+  out->tile_recipes = (1u << FC_RECIPE_FP16) | (1u << FC_RECIPE_BF16);
   // Union over head dims; a tile not compiled for the requested d is refused with FC_ERR_UNSUPPORTED.
   constexpr fc::tiles::TileList tiles = fc::tiles::all_tiles();
   static_assert(tiles.count <= FC_MAX_TILES);

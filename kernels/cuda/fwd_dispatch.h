@@ -11,11 +11,12 @@ namespace flashcheck::cuda {
 
 enum class Recipe { kFp32 = 0, kFp16 = 2, kBf16 = 3, kE4M3 = 4, kE5M2 = 5 };
 
-// Tensor-core recipes, every tile option of tile_policy.h.
+// The 16-bit tensor-core recipes, every tile option of tile_policy.h; fp8 at its one tile per head dim
+// (tile_policy.h fp8_tile_index).
 template <int kHeadDim>
 cudaError_t run_fused_hdim(Recipe recipe, int tile_index, const FwdParams& p, cudaStream_t stream);
-cudaError_t run_fused_e4m3(int tile_index, const FwdParams& p, cudaStream_t stream);
-cudaError_t run_fused_e5m2(int tile_index, const FwdParams& p, cudaStream_t stream);
+cudaError_t run_fused_e4m3(const FwdParams& p, cudaStream_t stream);
+cudaError_t run_fused_e5m2(const FwdParams& p, cudaStream_t stream);
 
 // Kernel v2 (fwd_v2_kernel.cuh; fp16 and bf16 at fc::tiles::kV2HeadDims): the TMA descriptors of Q, K,
 // V and O (tensor_map.h; O's is used where p.o_tma is set), then the kernel, its guarded redo of the

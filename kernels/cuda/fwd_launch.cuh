@@ -36,12 +36,13 @@ cudaError_t launch_any_tile(int tile_index, const FwdParams& p, cudaStream_t str
   }
 }
 
-// fp8 (Elem = E4M3 or E5M2): every head dim and tile option; two-level accumulation is compiled in.
+// fp8 (Elem = E4M3 or E5M2): every head dim, each at its one tile (tile_policy.h fp8_tile_index), with and
+// without two-level accumulation.
 template <typename Elem>
-cudaError_t dispatch_fp8(int tile_index, const FwdParams& p, cudaStream_t stream) {
+cudaError_t dispatch_fp8(const FwdParams& p, cudaStream_t stream) {
   return dispatch_head_dim(p.d, [&](auto d) {
-    return p.two_level ? launch_any_tile<Elem, decltype(d)::value, true>(tile_index, p, stream)
-                       : launch_any_tile<Elem, decltype(d)::value, false>(tile_index, p, stream);
+    constexpr int kD = decltype(d)::value, kTile = fc::tiles::fp8_tile_index(kD);
+    return p.two_level ? launch_tile<Elem, kD, kTile, true>(p, stream) : launch_tile<Elem, kD, kTile, false>(p, stream);
   });
 }
 

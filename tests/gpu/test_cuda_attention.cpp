@@ -405,8 +405,9 @@ TEST(CudaFused, FlagsLFromFp32PAndTwoLevel) {
 }
 
 // Every head dim and every compiled tile; tile-size invariance = each tile meets the budget and the tiles
-// agree with one another to within it. fp32 runs its one SIMT tiling and declines a tile request rather
-// than ignoring it (so that what runs is what was asked, and the budget is for what ran).
+// agree with one another to within it. fp32 runs its one SIMT tiling and fp8 its one tile per head dim
+// (tile_policy.h fp8_tile_index); each declines a request for another tile rather than ignoring it (so
+// that what runs is what was asked, and the budget is for what ran).
 TEST(CudaFused, HeadDimsAndTiles) {
   REQUIRE_GPU();
   const std::pair<int, int> tiles[5][3] = {{{64, 64}, {128, 128}, {128, 64}}, {{128, 128}, {128, 64}, {64, 64}},
@@ -417,17 +418,23 @@ TEST(CudaFused, HeadDimsAndTiles) {
     for (int recipe : {FC_RECIPE_FP16, FC_RECIPE_BF16, FC_RECIPE_FP8_E4M3, FC_RECIPE_FP32})
       for (int mask : {FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT}) {
         std::vector<Result> results;
-        const bool fp32 = recipe == FC_RECIPE_FP32;
-        if (fp32) {
+        const bool fp32 = recipe == FC_RECIPE_FP32, fp8 = recipe >= FC_RECIPE_FP8_E4M3;
+        const fc::tiles::TileShape fp8_shape = fc::tiles::tile_options(dims[di], fc::tiles::fp8_tile_index(dims[di]));
+        auto fp8_runs = [&](int ti) { return tiles[di][ti].first == fp8_shape.m && tiles[di][ti].second == fp8_shape.n; };
+        for (int ti = 0; ti < 3 && (fp32 || fp8); ++ti) {
+          if (fp8 && fp8_runs(ti)) continue;
           Case c;
           c.recipe = recipe; c.d = dims[di]; c.nq = 150; c.nk = 333; c.batch = 1; c.hq = 2; c.hkv = 1; c.mask = mask;
-          c.tile_m = tiles[di][0].first; c.tile_n = tiles[di][0].second;
+          c.tile_m = tiles[di][ti].first; c.tile_n = tiles[di][ti].second;
           const Data d = make_data(c);
           Result r;
           const fcc::Status st = run_host(fcc::Subject::kFused, c, d, r);
-          EXPECT_EQ(st.code, FC_ERR_UNSUPPORTED) << "fp32 with an explicit tile: " << st.message;
+          EXPECT_EQ(st.code, FC_ERR_UNSUPPORTED) << recipe_name(recipe) << " with tile " << c.tile_m << "x" << c.tile_n
+                                                 << ": " << st.message;
         }
-        for (int ti = 0; ti < (fp32 ? 1 : 3); ++ti) {
+        for (int ti = 0; ti < 3; ++ti) {
+          if (fp32 && ti > 0) break;
+          if (fp8 && !fp8_runs(ti)) continue;
           Case c;
           c.recipe = recipe; c.d = dims[di]; c.nq = 150; c.nk = 333; c.batch = 1; c.hq = 2; c.hkv = 1; c.mask = mask;
           c.tile_m = fp32 ? 0 : tiles[di][ti].first; c.tile_n = fp32 ? 0 : tiles[di][ti].second;
