@@ -84,28 +84,38 @@ FC_HOST_DEVICE inline float fma_f32(float a, float b, float c) {
 #endif
 }
 
-// One (row, column)'s sums: chains (double) and this chunk's fp32 partials. l_fp32 (the FA-2 convention):
-// num_det is num, tp / tp_det the uncentred P rounding, and p2 squares ep |V| instead of ep |V - O|.
-// op_round (tf32): vop sums whi |tf32(V) - V|, the caller's `vop_diff`.
+// One key's step of one (row, column)'s fp32 chains: the sums' arithmetic, which ColumnSum::add and the CPU
+// budget's groups of columns (error_budget.cpp) both run. l_fp32 (the FA-2 convention): num_det is num,
+// tp / tp_det the uncentred P rounding, and p2 squares ep |V| instead of ep |V - O|. op_round (tf32): vop
+// sums whi |tf32(V) - V|, the caller's `vop_diff`.
+struct ChainRefs {
+  float &num, &num_det, &p2, &tp, &tp_det, &vop;
+};
+FC_HOST_DEVICE inline void add_key(const SumWeights& w, float v, float o, float vop_diff, bool l_fp32, bool op_round,
+                                   ChainRefs f) {
+  const float av = std::fabs(v);
+  const float dv = std::fabs(v - o);
+  f.num = fma_f32(w.err_c, dv, f.num);
+  if (op_round) f.vop = fma_f32(w.whi, vop_diff, f.vop);
+  if (!l_fp32) {
+    f.num_det = fma_f32(w.third, dv, f.num_det);
+    const float x = mul_rn(w.ep, dv);
+    f.p2 = fma_f32(x, x, f.p2);
+  } else {
+    f.tp = fma_f32(w.third, av, f.tp);
+    f.tp_det = fma_f32(w.zeta, av, f.tp_det);
+    const float x = mul_rn(w.ep, av);
+    f.p2 = fma_f32(x, x, f.p2);
+  }
+}
+
+// One (row, column)'s sums: chains (double) and this chunk's fp32 partials (add_key above).
 struct ColumnSum {
   double num = 0, num_det = 0, p2 = 0, tp = 0, tp_det = 0, vop = 0;
   float f_num = 0, f_num_det = 0, f_p2 = 0, f_tp = 0, f_tp_det = 0, f_vop = 0;
 
   FC_HOST_DEVICE void add(const SumWeights& w, float v, float o, float vop_diff, bool l_fp32, bool op_round) {
-    const float av = std::fabs(v);
-    const float dv = std::fabs(v - o);
-    f_num = fma_f32(w.err_c, dv, f_num);
-    if (op_round) f_vop = fma_f32(w.whi, vop_diff, f_vop);
-    if (!l_fp32) {
-      f_num_det = fma_f32(w.third, dv, f_num_det);
-      const float x = mul_rn(w.ep, dv);
-      f_p2 = fma_f32(x, x, f_p2);
-    } else {
-      f_tp = fma_f32(w.third, av, f_tp);
-      f_tp_det = fma_f32(w.zeta, av, f_tp_det);
-      const float x = mul_rn(w.ep, av);
-      f_p2 = fma_f32(x, x, f_p2);
-    }
+    add_key(w, v, o, vop_diff, l_fp32, op_round, ChainRefs{f_num, f_num_det, f_p2, f_tp, f_tp_det, f_vop});
   }
   // The chunk's chains into the double sums (at every multiple of kSumChunk keys, and at the end); only the
   // sums the conventions use, so that a GPU copy with the conventions constant holds no others.

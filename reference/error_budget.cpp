@@ -40,6 +40,17 @@ double ceil_log2(int n) {
   return k;
 }
 
+// Columns the budget's innermost loop walks together (error_budget below: walk_group).
+constexpr int kColumnGroup = 8;
+
+// The walks over a row's keys are lambdas of error_budget; inlined, they are compiled into each of its
+// target clones (below), so that the FMA clone's chains are FMA instructions, not calls into libm.
+#if defined(__GNUC__)
+#define FC_INLINE __attribute__((always_inline))
+#else
+#define FC_INLINE
+#endif
+
 }  // namespace
 
 double scaled_ulps(double error, double scale_a, Format output) {
@@ -148,6 +159,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   std::vector<char> p_sub;  // per key: P~ may be subnormal (or 0)
   std::vector<int> tile_of, cnt;
   std::vector<int64_t> tile_blk;
+  std::vector<double> vkey;          // V by key: vkey[j * dv + c]
+  std::vector<float> vs_key;         // V / vd by key, as the sums take it (exact in fp32)
+  std::vector<char> plain_column;    // per column of the head: no V of 0, none below the operands' normal range
+  std::vector<size_t> sub_keys;      // the row's keys whose P~ may be subnormal (tensor cores)
   const double lambda = kProbabilisticLambda;
 
   for (int b = 0; b < p.batch; ++b)
@@ -167,6 +182,18 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           vcol[size_t(c) * p.n_k + j] = v;
           vs_col[size_t(c) * p.n_k + j] = v / vd;  // stored units (exact in fp32 for every storage format)
           key_vabs[size_t(j)] = std::max(key_vabs[size_t(j)], std::fabs(v));
+        }
+      // V by key too, for the groups of plain columns below: those with no V of 0 and, on the tensor cores,
+      // none below the operand format's smallest normal, whose counts and alignment excess are the row's.
+      vkey.resize(vcol.size());
+      vs_key.resize(vcol.size());
+      plain_column.assign(size_t(p.dv), 1);
+      for (int64_t j = 0; j < p.n_k; ++j)
+        for (int c = 0; c < p.dv; ++c) {
+          const size_t kc = size_t(j) * p.dv + c, ck = size_t(c) * p.n_k + j;
+          vkey[kc] = vcol[ck];
+          vs_key[kc] = static_cast<float>(vs_col[ck]);
+          if (vcol[ck] == 0 || (tc && std::fabs(vs_col[ck]) < mn_op)) plain_column[size_t(c)] = 0;
         }
       if (op_round) {  // the tf32 operands, rounded once per head
         kop.resize(size_t(p.n_k) * p.d);
@@ -370,67 +397,156 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         }
         const double floor_abs = terms.underflow ? (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (S * den) * vd : 0.0;
 
-        // §0's per-(key, column) sums in fp32 (budget_sums.h, §3.17), from each key's weights rounded up.
-        for (int c = 0; c < p.dv; ++c) {
-          const double* vc = &vcol[size_t(c) * p.n_k];
-          const double* vsc = &vs_col[size_t(c) * p.n_k];
-          const double* vdc = op_term ? &vdiff[size_t(c) * p.n_k] : nullptr;
+        // §0's per-(key, column) sums in fp32 (budget_sums.h, §3.17), from each key's weights rounded up, and
+        // the column's element bound from them.
+        struct ColumnCounts {
+          int nz_keys = 0, nz_blocks = 0, nz_max_tile_blocks = 0;
+        };
+        auto finish_column = [&](int c, const ColumnSum& sums, double D, double excess, const ColumnCounts& cn) FC_INLINE {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi];
-          if (std::isnan(O)) continue;
           const double oe = ref.o_error_bound[oi];
-          const CentredAt at = centred_at(O, vd);
-          ColumnSum sums;
-          double D = 0;
-          double excess = 0;  // largest alignment magnitude of a product with a subnormal P~ or V (tc)
-          int nz_keys = 0, nz_blocks = 0, nz_tile_blocks = 0, nz_max_tile_blocks = 0, last_tile = -1;
-          int64_t last_blk = -1, chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
-          for (size_t x = 0; x < n; ++x) {
-            const double v = vc[keys[x]];
-            if (v != 0) {
-              ++nz_keys;
-              if (tile_of[x] != last_tile) {
-                nz_tile_blocks = 0;
-                last_tile = tile_of[x];
-              }
-              if (blk_id[x] != last_blk) {
-                ++nz_blocks;
-                nz_max_tile_blocks = std::max(nz_max_tile_blocks, ++nz_tile_blocks);
-                last_blk = blk_id[x];
-              }
-            }
-            const double vs = vsc[keys[x]];
-            if (tc && v != 0) {
-              if (p_sub[x] || std::fabs(vs) < mn_op)
-                excess = std::max(excess, std::max(double(sw[x].whi), mn_p / S) * alignment_magnitude(vs, mn_op) * vd);
-            }
-            if (keys[x] / kSumChunk != chunk) {
-              sums.flush(l_fp32, op_term);
-              chunk = keys[x] / kSumChunk;
-            }
-            const float vf = static_cast<float>(vs);
-            const float vop_diff = op_term ? static_cast<float>(vdc[keys[x]]) : 0.0f;
-            sums.add(sw[x], vf, at.o, vop_diff, l_fp32, op_term);
-            D += E[x] * std::fabs(v - O);
-          }
-          sums.flush(l_fp32, op_term);
           B.scale_d[oi] = D / sumE;
-          const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, at.shift, sum_err_c, sum_err_c_det,
-                                                       sum_ep2, l_fp32);
+          const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, centred_at(O, vd).shift, sum_err_c,
+                                                       sum_err_c_det, sum_ep2, l_fp32);
           const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
           const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
                        Vop = sb.vop / den;
           // Each block step's truncation grain grows by at most (b+1) 2^-F times that excess.
-          const double Xn = terms.pv_accumulation ? (tile_unknown ? nz_keys : nz_blocks) * trunc_step * excess / den : 0.0;
+          const double Xn =
+              terms.pv_accumulation ? (tile_unknown ? cn.nz_keys : cn.nz_blocks) * trunc_step * excess / den : 0.0;
           const double Tc_prob = std::min(Tc, (sb.num_det + lambda * uP * sb.root) / den);
           const double Tp_prob = std::min(Tp, (sb.tp_det + lambda * uP * sb.tp_root) / den);
           auto total = [&](double tc_, double tp_, double epv, double el) {  // §0
             return element_bound(ElementParts{std::fabs(O), oe, tc_, tp_, Vop, epv, Wn, Xn, el, eps_fin, u_out, out_abs,
                                               floor_abs, terms.reference});
           };
-          B.o_bound[oi] = total(Tc, Tp, eps_pv_of(nz_keys, nz_blocks, nz_max_tile_blocks, false), eps_l);
+          B.o_bound[oi] = total(Tc, Tp, eps_pv_of(cn.nz_keys, cn.nz_blocks, cn.nz_max_tile_blocks, false), eps_l);
           B.o_bound_probabilistic[oi] =
-              total(Tc_prob, Tp_prob, eps_pv_of(nz_keys, nz_blocks, nz_max_tile_blocks, true), eps_l_prob);
+              total(Tc_prob, Tp_prob, eps_pv_of(cn.nz_keys, cn.nz_blocks, cn.nz_max_tile_blocks, true), eps_l_prob);
+        };
+        // The counts of one key of a column with V != 0 (only such keys can round: budget_terms.h pv_accumulation).
+        auto count_key = [&](size_t x, ColumnCounts& cn, int& tile_blocks, int& last_tile, int64_t& last_blk) FC_INLINE {
+          ++cn.nz_keys;
+          if (tile_of[x] != last_tile) {
+            tile_blocks = 0;
+            last_tile = tile_of[x];
+          }
+          if (blk_id[x] != last_blk) {
+            ++cn.nz_blocks;
+            cn.nz_max_tile_blocks = std::max(cn.nz_max_tile_blocks, ++tile_blocks);
+            last_blk = blk_id[x];
+          }
+        };
+        // The largest alignment magnitude of a product with a subnormal P~ or V (tensor cores only).
+        auto excess_of = [&](size_t x, double vs) FC_INLINE {
+          return std::max(double(sw[x].whi), mn_p / S) * alignment_magnitude(vs, mn_op) * vd;
+        };
+
+        // Any column, one at a time.
+        auto walk_column = [&](int c) FC_INLINE {
+          const double* vc = &vcol[size_t(c) * p.n_k];
+          const double* vsc = &vs_col[size_t(c) * p.n_k];
+          const double* vdc = op_term ? &vdiff[size_t(c) * p.n_k] : nullptr;
+          const double O = ref.out.o[o0 + c];
+          const float o_f = centred_at(O, vd).o;
+          ColumnSum sums;
+          ColumnCounts cn;
+          double D = 0, excess = 0;
+          int tile_blocks = 0, last_tile = -1;
+          int64_t last_blk = -1, chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
+          for (size_t x = 0; x < n; ++x) {
+            const double v = vc[keys[x]];
+            if (v != 0) count_key(x, cn, tile_blocks, last_tile, last_blk);
+            const double vs = vsc[keys[x]];
+            if (tc && v != 0 && (p_sub[x] || std::fabs(vs) < mn_op)) excess = std::max(excess, excess_of(x, vs));
+            if (keys[x] / kSumChunk != chunk) {
+              sums.flush(l_fp32, op_term);
+              chunk = keys[x] / kSumChunk;
+            }
+            const float vop_diff = op_term ? static_cast<float>(vdc[keys[x]]) : 0.0f;
+            sums.add(sw[x], static_cast<float>(vs), o_f, vop_diff, l_fp32, op_term);
+            D += E[x] * std::fabs(v - O);
+          }
+          sums.flush(l_fp32, op_term);
+          finish_column(c, sums, D, excess, cn);
+        };
+
+        // kColumnGroup plain columns of this head (no V of 0, none below the operands' smallest normal) at
+        // once, from V by key: the same operations per column in the same key order as walk_column (the same
+        // bits), with the group's chains side by side in vector registers. Their counts are the row's (every
+        // key counts), and only keys with a subnormal P~ add to the excess.
+        ColumnCounts plain_counts;
+        {
+          int tile_blocks = 0, last_tile = -1;
+          int64_t last_blk = -1;
+          for (size_t x = 0; x < n; ++x) count_key(x, plain_counts, tile_blocks, last_tile, last_blk);
+        }
+        sub_keys.clear();
+        if (tc)
+          for (size_t x = 0; x < n; ++x)
+            if (p_sub[x]) sub_keys.push_back(x);
+        auto walk_group = [&](int c0) FC_INLINE {
+          constexpr int G = kColumnGroup;
+          double O[G], D[G];
+          float o_f[G], f_num[G], f_num_det[G], f_p2[G], f_tp[G], f_tp_det[G], f_vop[G];
+          ColumnSum sums[G];
+          for (int g = 0; g < G; ++g) {
+            O[g] = ref.out.o[o0 + c0 + g];
+            o_f[g] = centred_at(O[g], vd).o;
+            D[g] = 0;
+            f_num[g] = f_num_det[g] = f_p2[g] = f_tp[g] = f_tp_det[g] = f_vop[g] = 0;
+          }
+          auto flush = [&]() FC_INLINE {
+            for (int g = 0; g < G; ++g) {
+              sums[g].f_num = f_num[g], sums[g].f_num_det = f_num_det[g], sums[g].f_p2 = f_p2[g];
+              sums[g].f_tp = f_tp[g], sums[g].f_tp_det = f_tp_det[g];
+              sums[g].flush(l_fp32, false);
+              f_num[g] = f_num_det[g] = f_p2[g] = f_tp[g] = f_tp_det[g] = 0;
+            }
+          };
+          // The key loop with the convention a constant, so that add_key's branches fold away.
+          auto walk = [&](auto l_fp32_c) FC_INLINE {
+            constexpr bool kLFp32 = decltype(l_fp32_c)::value;
+            int64_t chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
+            for (size_t x = 0; x < n; ++x) {
+              const int64_t j = keys[x];
+              if (j / kSumChunk != chunk) {
+                flush();
+                chunk = j / kSumChunk;
+              }
+              const double* vj = &vkey[size_t(j) * p.dv + c0];
+              const float* vsj = &vs_key[size_t(j) * p.dv + c0];
+              const SumWeights w = sw[x];
+              const double e = E[x];
+              for (int g = 0; g < G; ++g)
+                add_key(w, vsj[g], o_f[g], 0.0f, kLFp32, false,
+                        ChainRefs{f_num[g], f_num_det[g], f_p2[g], f_tp[g], f_tp_det[g], f_vop[g]});
+              for (int g = 0; g < G; ++g) D[g] += e * std::fabs(vj[g] - O[g]);
+            }
+          };
+          if (l_fp32) walk(std::true_type{});
+          else walk(std::false_type{});
+          flush();
+          for (int g = 0; g < G; ++g) {
+            const int c = c0 + g;
+            if (std::isnan(O[g])) continue;
+            double excess = 0;
+            for (size_t x : sub_keys) excess = std::max(excess, excess_of(x, vs_col[size_t(c) * p.n_k + keys[x]]));
+            finish_column(c, sums[g], D[g], excess, plain_counts);
+          }
+        };
+
+        for (int c = 0; c < p.dv;) {
+          bool group = !op_term && c + kColumnGroup <= p.dv;
+          for (int g = 0; group && g < kColumnGroup; ++g) group = plain_column[size_t(c + g)] != 0;
+          if (group) {
+            walk_group(c);
+            c += kColumnGroup;
+          } else {
+            if (!std::isnan(ref.out.o[o0 + c])) walk_column(c);
+            ++c;
+          }
         }
 
         // LSE [R]: lse = fl(fl(m^ se) + fl(logf(l) - offset)); the weights' errors reach log l through

@@ -1,5 +1,6 @@
 // The error budget holds for the emulation over random problems of every recipe (CI-sized campaign; the
 // >= 10^7-element campaign is tools budget_campaign, label slow).
+#include <cstring>
 #include <limits>
 #include <gtest/gtest.h>
 
@@ -53,6 +54,65 @@ TEST(BudgetUnknownTile, IsNeverBelowTheKnownTileBudget) {
       ASSERT_GE(unknown.lse_bound[x], known.lse_bound[x] * (1 - 1e-12)) << c.describe() << " row " << x;
   }
   EXPECT_GT(checked, 1000u);
+}
+
+// The budget of one output column depends on that column of V and of the reference alone, so permuting
+// V's columns (and the reference's with them) permutes every bound bit for bit. The CPU budget walks
+// columns with no V of 0 (and none below the operands' normal range) eight at a time and the others one
+// at a time (error_budget.cpp, walk_group / walk_column): zeros placed in one column move it, and the
+// columns sharing its group, from one walk to the other, so this also holds the two walks to the same bits.
+TEST(BudgetColumns, PermutingVColumnsPermutesTheBoundsBitForBit) {
+  std::mt19937_64 rng(7);
+  size_t compared = 0, moved = 0;
+  for (int n = 0; n < 48; ++n) {
+    const Recipe r = all_recipes[n % all_recipes.size()];
+    Case c = random_case(r, rng, 96, 4e5);
+    Problem& p = c.problem;
+    p.dv = 24;  // three groups of eight
+    RunOptions ds = c.options;
+    AttentionInputs in = make_inputs(p, c.distribution, r, c.seed, &ds);
+    RunOptions o = c.options;
+    o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
+    const int zero_col = int(rng() % 24);
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int64_t j = 0; j < p.n_k; j += 3) in.v[p.v_index(b, h, j, zero_col)] = 0.0;
+    // perm[c]: the column of the permuted problem that holds column c; the zero column moves to another group.
+    std::vector<int> perm(24);
+    for (int x = 0; x < 24; ++x) perm[x] = (x + 8 + (n % 8)) % 24;
+    moved += perm[zero_col] / 8 != zero_col / 8;
+    AttentionInputs in2 = in;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int64_t j = 0; j < p.n_k; ++j)
+          for (int x = 0; x < 24; ++x) in2.v[p.v_index(b, h, j, perm[x])] = in.v[p.v_index(b, h, j, x)];
+    const Float64Attention ref = exact_attention_f64(p, in);
+    Float64Attention ref2 = ref;
+    const size_t rows = p.lse_size();
+    for (size_t row = 0; row < rows; ++row)
+      for (int x = 0; x < 24; ++x) {
+        const size_t a = row * 24 + size_t(x), b2 = row * 24 + size_t(perm[x]);
+        ref2.out.o[b2] = ref.out.o[a];
+        ref2.o_error_bound[b2] = ref.o_error_bound[a];
+        ref2.abs_scale[b2] = ref.abs_scale[a];
+      }
+    EmulatedKernel k;
+    const int tile = k.effective_tile(p, o).n;
+    const ErrorBudget b1 = error_budget(p, in, o, tile, ref), b2 = error_budget(p, in2, o, tile, ref2);
+    ASSERT_EQ(b1.lse_bound, b2.lse_bound) << c.describe();
+    for (size_t row = 0; row < rows; ++row)
+      for (int x = 0; x < 24; ++x) {
+        const size_t a = row * 24 + size_t(x), b = row * 24 + size_t(perm[x]);
+        ASSERT_EQ(std::memcmp(&b1.o_bound[a], &b2.o_bound[b], sizeof(double)), 0)
+            << c.describe() << " row " << row << " column " << x << ": " << b1.o_bound[a] << " vs " << b2.o_bound[b];
+        ASSERT_EQ(std::memcmp(&b1.o_bound_probabilistic[a], &b2.o_bound_probabilistic[b], sizeof(double)), 0)
+            << c.describe() << " row " << row << " column " << x;
+        ASSERT_EQ(std::memcmp(&b1.scale_d[a], &b2.scale_d[b], sizeof(double)), 0) << c.describe();
+        ++compared;
+      }
+  }
+  EXPECT_GT(compared, 10000u);
+  EXPECT_GT(moved, 24u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllRecipes, BudgetCampaign, ::testing::ValuesIn(all_recipes),
