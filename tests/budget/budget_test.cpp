@@ -63,7 +63,7 @@ TEST(BudgetUnknownTile, IsNeverBelowTheKnownTileBudget) {
 // columns sharing its group, from one walk to the other, so this also holds the two walks to the same bits.
 TEST(BudgetColumns, PermutingVColumnsPermutesTheBoundsBitForBit) {
   std::mt19937_64 rng(7);
-  size_t compared = 0, moved = 0;
+  size_t compared = 0;
   for (int n = 0; n < 48; ++n) {
     const Recipe r = all_recipes[n % all_recipes.size()];
     Case c = random_case(r, rng, 96, 4e5);
@@ -77,10 +77,10 @@ TEST(BudgetColumns, PermutingVColumnsPermutesTheBoundsBitForBit) {
     for (int b = 0; b < p.batch; ++b)
       for (int h = 0; h < p.heads_kv; ++h)
         for (int64_t j = 0; j < p.n_k; j += 3) in.v[p.v_index(b, h, j, zero_col)] = 0.0;
-    // perm[c]: the column of the permuted problem that holds column c; the zero column moves to another group.
+    // perm[c]: the column of the permuted problem that holds column c: a shift by 8 to 15 columns, so that
+    // the zero column lands in another group of eight and its group's other columns spread over two.
     std::vector<int> perm(24);
     for (int x = 0; x < 24; ++x) perm[x] = (x + 8 + (n % 8)) % 24;
-    moved += perm[zero_col] / 8 != zero_col / 8;
     AttentionInputs in2 = in;
     for (int b = 0; b < p.batch; ++b)
       for (int h = 0; h < p.heads_kv; ++h)
@@ -112,7 +112,6 @@ TEST(BudgetColumns, PermutingVColumnsPermutesTheBoundsBitForBit) {
       }
   }
   EXPECT_GT(compared, 10000u);
-  EXPECT_GT(moved, 24u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllRecipes, BudgetCampaign, ::testing::ValuesIn(all_recipes),
