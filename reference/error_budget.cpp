@@ -185,10 +185,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         }
       // V by key too, for the groups of plain columns below: those with no V of 0 and, on the tensor cores,
       // none below the operand format's smallest normal, whose counts and alignment excess are the row's.
-      vkey.resize(vcol.size());
-      vs_key.resize(vcol.size());
-      plain_column.assign(size_t(p.dv), 1);
-      for (int64_t j = 0; j < p.n_k; ++j)
+      // Not made where no group can run (tf32's operand term, fewer columns than a group).
+      const bool groups = !op_term && p.dv >= kColumnGroup;
+      vkey.resize(groups ? vcol.size() : 0);
+      vs_key.resize(vkey.size());
+      plain_column.assign(size_t(p.dv), groups ? 1 : 0);
+      for (int64_t j = 0; groups && j < p.n_k; ++j)
         for (int c = 0; c < p.dv; ++c) {
           const size_t kc = size_t(j) * p.dv + c, ck = size_t(c) * p.n_k + j;
           vkey[kc] = vcol[ck];
@@ -488,6 +490,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             if (p_sub[x]) sub_keys.push_back(x);
         auto walk_group = [&](int c0) FC_INLINE {
           constexpr int G = kColumnGroup;
+          // The chains' partials as arrays, one lane per column, so that each step is one vector operation.
           double O[G], D[G];
           float o_f[G], f_num[G], f_num_det[G], f_p2[G], f_tp[G], f_tp_det[G], f_vop[G];
           ColumnSum sums[G];
@@ -538,7 +541,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         };
 
         for (int c = 0; c < p.dv;) {
-          bool group = !op_term && c + kColumnGroup <= p.dv;
+          bool group = c + kColumnGroup <= p.dv;  // plain_column is all 0 where no group can run
           for (int g = 0; group && g < kColumnGroup; ++g) group = plain_column[size_t(c + g)] != 0;
           if (group) {
             walk_group(c);

@@ -252,11 +252,11 @@ Status plan(Subject subject, const fc_problem& p, LaunchPlan* out) {
   if (subject == Subject::kFusedV2) {
     tile_index = -1;  // v2 tiles are outside v1's table (tile_policy.h: v2_tile_for)
   } else if (p.tile_m != 0 || p.tile_n != 0) {
-    const int fp8_tile = tile_index;
     tile_index = tile_index_of(p.d, p.tile_m, p.tile_n);
     if (tile_index < 0)
       return fail(FC_ERR_UNSUPPORTED, "tile %dx%d is not compiled for head dim %d", p.tile_m, p.tile_n, p.d);
-    // fp8 compiles one tile per head dim (tile_policy.h fp8_tile_index).
+    // fp8 compiles one tile per head dim.
+    const int fp8_tile = fc::tiles::fp8_tile_index(p.d);
     if (is_fp8(p.recipe) && tile_index != fp8_tile)
       return fail(FC_ERR_UNSUPPORTED, "fp8 runs one %dx%d tile at head dim %d (tile %dx%d asked)",
                   tile_options(p.d, fp8_tile).m, tile_options(p.d, fp8_tile).n, p.d, p.tile_m, p.tile_n);

@@ -78,13 +78,18 @@ CaseResult run_case(const Case& c, const AttentionInputs& in, const BudgetTerms&
   return res;
 }
 
-CaseResult run_case(const Case& c, const BudgetTerms& terms, DeliberateBug bug) {
+AttentionInputs case_inputs(Case& c) {
   RunOptions ds = c.options;
-  const AttentionInputs in = make_inputs(c.problem, c.distribution, c.options.recipe, c.seed, &ds);
+  AttentionInputs in = make_inputs(c.problem, c.distribution, c.options.recipe, c.seed, &ds);
+  c.options.q_descale = ds.q_descale;
+  c.options.k_descale = ds.k_descale;
+  c.options.v_descale = ds.v_descale;
+  return in;
+}
+
+CaseResult run_case(const Case& c, const BudgetTerms& terms, DeliberateBug bug) {
   Case c2 = c;
-  c2.options.q_descale = ds.q_descale;
-  c2.options.k_descale = ds.k_descale;
-  c2.options.v_descale = ds.v_descale;
+  const AttentionInputs in = case_inputs(c2);
   return run_case(c2, in, terms, bug);
 }
 

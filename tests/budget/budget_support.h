@@ -26,6 +26,10 @@ struct Case {
 // `max_keys` caps n_k; `max_work` caps B*Hq*Nq*Nk*(d+dv).
 Case random_case(Recipe r, std::mt19937_64& rng, int64_t max_keys = 320, double max_work = 4e6);
 
+// The case's inputs (make_inputs from its problem, distribution, recipe and seed), with the fp8 descales
+// they were made for written into c.options.
+AttentionInputs case_inputs(Case& c);
+
 struct CaseResult {
   BudgetVerdict verdict;
   ErrorBudget budget;

@@ -36,10 +36,8 @@ TEST(BudgetUnknownTile, IsNeverBelowTheKnownTileBudget) {
   for (int n = 0; n < 120; ++n) {
     const Recipe r = all_recipes[n % all_recipes.size()];
     Case c = random_case(r, rng, 200, 1e6);
-    RunOptions ds = c.options;
-    const AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &ds);
-    RunOptions o = c.options;
-    o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
+    const AttentionInputs in = case_inputs(c);
+    const RunOptions& o = c.options;
     const Float64Attention ref = exact_attention_f64(c.problem, in);
     EmulatedKernel k;
     const ErrorBudget known = error_budget(c.problem, in, o, k.effective_tile(c.problem, o).n, ref);
@@ -69,10 +67,8 @@ TEST(BudgetColumns, PermutingVColumnsPermutesTheBoundsBitForBit) {
     Case c = random_case(r, rng, 96, 4e5);
     Problem& p = c.problem;
     p.dv = 24;  // three groups of eight
-    RunOptions ds = c.options;
-    AttentionInputs in = make_inputs(p, c.distribution, r, c.seed, &ds);
-    RunOptions o = c.options;
-    o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
+    AttentionInputs in = case_inputs(c);
+    const RunOptions& o = c.options;
     const int zero_col = int(rng() % 24);
     for (int b = 0; b < p.batch; ++b)
       for (int h = 0; h < p.heads_kv; ++h)
