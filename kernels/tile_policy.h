@@ -164,20 +164,21 @@ constexpr TileShape v2_tile(int d) {
 }
 constexpr bool is_v2_head_dim(int d) { return v2_tile(d).m != 0; }
 // A taller tile where one is compiled (m = 0: none): at d = 64 FlashAttention-3's 192 rows, three
-// consumer warpgroups of 160 registers. Measured beside the 128-row tile (bf16, H200, FA-3 grid): faster
-// when each work tile walks many key tiles (1.06-1.09x from 2k keys without a mask, 1.02x at 16k with a
-// causal one), slower below (0.86x at 512 and 1k causal), so it is chosen by the keys a work tile sees.
-// The rows of a tile are independent, so its numerics are the 128-row tile's.
+// consumer warpgroups of 160 registers that take turns to issue their products (fwd_v2_kernel.cuh kTurns).
+// Measured beside the 128-row tile (bf16 and fp16, H200, FA-3 grid): faster when each work tile walks many
+// key tiles (from 2k keys without a mask; from 4k with a causal one: 1.02-1.03x at 4k, 1.07x at 8k), mixed
+// at 1k without a mask, slower below (0.86x at 512 and 1k causal), so it is chosen by the keys a work tile
+// sees. The rows of a tile are independent, so its numerics are the 128-row tile's.
 constexpr TileShape v2_tall_tile(int d) { return d == 64 ? TileShape{192, 128, 16, 4} : TileShape{0, 0, 0}; }
 constexpr bool is_v2_tile(int d, int m, int n) {
   const TileShape a = v2_tile(d), b = v2_tall_tile(d);
   return (a.m != 0 && a.m == m && a.n == n) || (b.m != 0 && b.m == m && b.n == n);
 }
-// The tile v2 runs for a problem: the taller one from n_k keys on (16k under a causal mask, whose work
-// tiles see half of them on average), else the 128-row one.
+// The tile v2 runs for a problem: the taller one from n_k keys on (2k without a mask, 4k under a causal
+// one, whose work tiles see half of them on average), else the 128-row one.
 constexpr TileShape v2_tile_for(int d, bool causal, long long n_k) {
   const TileShape tall = v2_tall_tile(d);
-  return tall.m != 0 && n_k >= (causal ? 16384 : 2048) ? tall : v2_tile(d);
+  return tall.m != 0 && n_k >= (causal ? 4096 : 2048) ? tall : v2_tile(d);
 }
 // Where v2's epilogue writes O through shared memory and TMA stores instead of storing it from the
 // accumulators (fwd_v2_kernel.cuh, kOThroughSmem): at d = 256, 1.07x in geometric mean (bf16 and fp16, FA-3

@@ -13,9 +13,10 @@
 //              "empty" one that the consumers' warps arrive on when they are done with it. The warpgroup
 //              gives its registers away (setmaxnreg) and waits on the barriers.
 //   consumers  (warpgroups 1 and 2, 64 rows each; the traits also take a 192-row tile, three of them,
-//              with 160 registers each): per key tile, load -> S = Q K^T (wgmma, Q and K from
-//              shared memory) -> mask -> online-softmax step -> O += P~ V (wgmma, P~ from registers in
-//              mma.sync's A layout, V from shared memory, transposed) -> release the stage; then the
+//              with 160 registers each, which take turns to issue their products): per key tile,
+//              load -> S = Q K^T (wgmma, Q and K from shared memory) -> mask -> online-softmax step ->
+//              O += P~ V (wgmma, P~ from registers in mma.sync's A layout, V from shared memory,
+//              transposed) -> release the stage; then the
 //              epilogue: O stored from the accumulators, or at d = 256 written into shared memory over
 //              the V ring and sent out by TMA stores, whose reads complete beside the next work tile's
 //              first scores. A warp's accumulators are mma.sync's m16n8
@@ -67,6 +68,11 @@ struct FwdV2Traits {
   static constexpr int kStages = kTile.stages;
   static constexpr int kConsumers = kBlockM / 64;            // consumer warpgroups
   static constexpr int kNThreads = 128 * (kConsumers + 1);   // + the producer warpgroup
+  // Turns (FlashAttention-3's scheduler barrier): in the key loop a consumer warpgroup issues its S and P~ V
+  // only in its turn and then passes the turn on, so that the others' softmax runs beside its products. With
+  // three consumer warpgroups (the 192-row tile) that is 1.02-1.04x from 2,048 keys; with two it was
+  // 0.98-0.99x at d = 128 and at d = 64 under a causal mask (H200, docs/cuda-kernel-v2.md), so two take none.
+  static constexpr bool kTurns = kConsumers == 3;
   static constexpr int kPanels = kHeadDim / 64;              // 128-byte swizzle panels of 64 columns
   static constexpr int kPanelQ = kBlockM * 128;              // bytes of one panel of the Q tile
   static constexpr int kPanelKV = kBlockN * 128;
@@ -123,6 +129,11 @@ struct FwdV2Traits {
 };
 
 namespace v2 {
+
+// Named barriers (0 is __syncthreads): every consumer thread (the guarded redo's V cleaning and NaN maps);
+// O's tile written (kOThroughSmem); one per consumer warpgroup before its O stores; one per consumer
+// warpgroup for its turn (kTurns).
+enum NamedBarrier : int { kBarConsumers = 1, kBarOTile = 2, kBarOStore = 3, kBarTurn = 6 };
 
 // The shared-memory addresses of a block's tiles and barriers.
 template <typename Tr>
@@ -352,7 +363,7 @@ __device__ __forceinline__ void zero_v_nans(unsigned char* v_tile, int ctid) {
     *w = nan_guard::zero_lanes<ET>(*w, nan_guard::nan_lanes<ET>(*w));
   }
   tile::fence_proxy_async_shared();
-  tile::named_barrier_sync(1, Tr::Guard::kNThreads);
+  tile::named_barrier_sync(kBarConsumers, Tr::Guard::kNThreads);
 }
 
 // Puts work tile id on the redo list (FwdParams::redo_list) once, whichever of its warps flags it first.
@@ -440,6 +451,23 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     tile::mbar_wait(sm.k_full(stage_of(r)), parity_of(r));
     issue_qk<Tr>(s[0], sm, stage_of(r), wg);
   };
+  // A turn (Tr::kTurns) spans one key step's two issues; warpgroup 0 has the first. Not in the guarded redo,
+  // whose V cleaning meets every consumer at a barrier inside the turn. The turn waits for the step's K, so
+  // that a warpgroup whose data is late does not hold the others up. The last turn passed on is never
+  // taken: a block's named barriers end with it.
+  constexpr bool kTurns = Tr::kTurns && !kGuard;
+  auto turn_begin = [&](int r) {
+    if constexpr (kTurns) {
+      tile::mbar_wait(sm.k_full(stage_of(r)), parity_of(r));
+      tile::named_barrier_sync(kBarTurn + wg, 256);
+    }
+  };
+  auto turn_end = [&]() {
+    if constexpr (kTurns) tile::named_barrier_arrive(kBarTurn + (wg + 1) % Tr::kConsumers, 256);
+  };
+  if constexpr (kTurns) {
+    if (wg == 0) tile::named_barrier_arrive(kBarTurn, 256);
+  }
   // P~ V of key tile nb at ring position r; the guarded redo first cleans a boundary tile's V of NaNs.
   auto issue_pv_at = [&](int r, const BlockPlace& bp, int nb) {
     const int stage = stage_of(r);
@@ -489,16 +517,16 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       const auto* v_g = static_cast<const unsigned char*>(p.v) +
                         (static_cast<long long>(bp.b) * p.v_stride[0] + static_cast<long long>(bp.h_kv) * p.v_stride[1]) * 2;
       const int v_row = static_cast<int>(p.v_stride[2] * 2);
-      tile::named_barrier_sync(1, G::kNThreads);  // every consumer is done with the ring
+      tile::named_barrier_sync(kBarConsumers, G::kNThreads);  // every consumer is done with the ring
       nan_guard::clear_rows<G>(row_map, ctid);
       for (int nb = bp.nb_begin; nb < bp.nb_end; ++nb) {
         if (!bp.mask.needs_mask(nb)) continue;
-        tile::named_barrier_sync(1, G::kNThreads);
+        tile::named_barrier_sync(kBarConsumers, G::kNThreads);
         nan_guard::map_tile<G>(v_g, v_row, nb * Tr::kBlockN, bp.mask.kv_len, tile_map, ctid);
-        tile::named_barrier_sync(1, G::kNThreads);
+        tile::named_barrier_sync(kBarConsumers, G::kNThreads);
         nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
       }
-      tile::named_barrier_sync(1, G::kNThreads);
+      tile::named_barrier_sync(kBarConsumers, G::kNThreads);
       nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
       // The maps were ordinary stores; the next tile's K arrives by TMA (the async proxy) once every
       // consumer warp has arrived here.
@@ -510,10 +538,10 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       return;
     }
     // O's tile overlays the V ring: every consumer warpgroup's last P~ V has to be done with it.
-    tile::named_barrier_sync(2, 128 * Tr::kConsumers);
+    tile::named_barrier_sync(kBarOTile, 128 * Tr::kConsumers);
     stage_rows<Tr>(p, sm, bp, acc[0], st, row_g, wg, warp, g, t);
     tile::fence_proxy_async_shared();  // ordinary stores that the copy engine reads next
-    tile::named_barrier_sync(3 + wg, 128);
+    tile::named_barrier_sync(kBarOStore + wg, 128);
     if (threadIdx.x % 128 == 0) {
 #pragma unroll
       for (int pn = 0; pn < Tr::kPanels; ++pn)
@@ -556,9 +584,11 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 #pragma unroll 1
       for (int i = 1; i < n_tiles; ++i) {
         const int cur = ring + i, prev = cur - 1;
+        turn_begin(cur);
         issue_qk_at(cur);
         rescale_step();  // by alpha(i - 1), while the scores of tile i are on the tensor cores
         issue_pv_at(prev, bp, bp.nb_begin + i - 1);
+        turn_end();
         tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
         release(sm.k_empty(stage_of(cur)));
         if (i == n_tiles - 1) release(sm.q_empty());  // the Q thread may load the next work tile's Q

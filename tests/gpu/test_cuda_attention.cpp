@@ -654,7 +654,7 @@ TEST(CudaV2, SplitKvInvarianceAndDeterminism) {
 
 // d = 64's taller tile (tile_policy.h, v2_tall_tile): a tile's rows are independent, so every mask shape
 // gives the 128-row tile's O and LSE bit for bit, within the budget; the policy picks it from 2048 keys
-// without a mask and 16384 under a causal one, and the plan says which ran. Split, the same holds where
+// without a mask and 4096 under a causal one, and the plan says which ran. Split, the same holds where
 // the keys a block visits do not depend on its rows (no window): under a causal or window mask each
 // height splits its own key range into the splits, so rows sum their keys in other groups (H200,
 // 2026-12-02: causal and window cases split 3 ways differed), each within its plan's budget.
@@ -703,8 +703,8 @@ TEST(CudaPluginValidation, V2TileHeightByKeys) {
   };
   EXPECT_EQ(planned_rows(2047, FC_MASK_NONE), short_tile.m);
   EXPECT_EQ(planned_rows(2048, FC_MASK_NONE), tall.m);
-  EXPECT_EQ(planned_rows(8192, FC_MASK_CAUSAL_TOP_LEFT), short_tile.m);
-  EXPECT_EQ(planned_rows(16384, FC_MASK_CAUSAL_BOTTOM_RIGHT), tall.m);
+  EXPECT_EQ(planned_rows(4095, FC_MASK_CAUSAL_TOP_LEFT), short_tile.m);
+  EXPECT_EQ(planned_rows(4096, FC_MASK_CAUSAL_BOTTOM_RIGHT), tall.m);
   Case c;
   c.d = 64, c.nq = 16, c.nk = 4096, c.tile_m = short_tile.m, c.tile_n = short_tile.n;
   Data d = make_data(c);
