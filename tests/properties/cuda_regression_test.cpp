@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/subject_registry.h"
+#include "kernels/tile_policy.h"
 #include "properties/check_pipeline.h"
 #include "properties/distributions.h"
 #include "properties/generators.h"
@@ -211,8 +212,9 @@ TEST(CudaRegression, UnseenNaNValuesChangeNothing_V2) {
 // to the bit: budget only), random subnormal Q against K of every magnitude, each head dim.
 // The tile the emulation takes to mirror v2 at head dim d: 128 rows by v2's key tile, one step per tile.
 RunOptions with_v2_tile(RunOptions o, int d) {
-  o.tile_m = 128;
-  o.tile_n = d == 256 ? 64 : 128;
+  const fc::tiles::TileShape t = fc::tiles::v2_tile(d);
+  o.tile_m = t.m;
+  o.tile_n = t.n;
   return o;
 }
 
