@@ -88,6 +88,10 @@ if want v2_sanitizers; then
   for tool in memcheck racecheck initcheck synccheck; do
     step "v2_san_$tool" 90 compute-sanitizer --tool $tool --error-exitcode 99 "$bin/flashcheck-properties" \
       --plugin "$lib/libflashcheck_cuda_v2_plugin.so" --cases 4 --fuzz-cases 20 --require-gpu
+    # The 192-row tile, whose three consumer warpgroups take turns at named barriers, on ragged shapes of
+    # every mask (the properties' small cases run the 128-row tile).
+    step "v2_tall_san_$tool" 120 compute-sanitizer --tool $tool --error-exitcode 99 "$bin/test_cuda_attention" \
+      --gtest_filter='CudaV2.TallTileIsTheShortTileBitForBit'
   done
 fi
 if want tma_store_probe; then
@@ -98,12 +102,13 @@ if want tma_store_probe; then
 fi
 if want v2_bench; then
   # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;
-  # V2_AB="NAME=PATH ..." adds other builds of v2, e.g. A/B variants carried as lib/ab/NAME.so with AB_PLUGINS).
+  # V2_AB="NAME=PATH ..." adds other builds of v2, e.g. A/B variants carried as lib/ab/NAME.so with AB_PLUGINS;
+  # V2_BENCH_LIMIT raises its 400 s limit, e.g. for --fa4, whose kernels compile on first use).
   # v1 is timed beside them when its plugin was carried (an A/B carry may leave it out to make room).
   v2_ab=()
   [ -n "$FLASHCHECK_CUDA_PLUGIN" ] && v2_ab+=(--ab v1="$FLASHCHECK_CUDA_PLUGIN")
   for spec in ${V2_AB:-}; do v2_ab+=(--ab "$spec"); done
-  step v2_bench 400 python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
+  step v2_bench "${V2_BENCH_LIMIT:-400}" python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
     "${v2_ab[@]}" ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
     --json "$res/v2_compare.json"
 fi
