@@ -430,10 +430,18 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     }
     softmax_update(sm_state, s, c, alpha);
   };
-  auto round_step = [&]() {  // once the previous tile's products are in: P~ from the exps in s
+  // P~ from the exps in s, once the previous tile's products are in (`products_in` waits for them). The wait
+  // is inside each arm of the branch, because ptxas moves it otherwise (`cuobjdump -sass`): in the block that
+  // holds the softmax step, ptxas placed the wait (WARPGROUP.DEPBAR) at the top of that block, so that the
+  // max and the exponentials waited for the products instead of running beside them; behind a branch, it
+  // moved the exponentials, which only the rounding reads, past the branch (d = 256). Both arms read them,
+  // and ptxas copies them into neither: every exponential precedes the wait (tests/gpu/check_sass_overlap.py).
+  auto round_step = [&](auto products_in) {
     if (l_on_tensor_cores) {
+      products_in();
       round_p<ET, Tr::kNTilesS, false, false, 0, Tr::kNTilesS, false>(s[0], pk, sm_state[0]);
     } else {
+      products_in();
       round_p<ET, Tr::kNTilesS, true>(s[0], pk, sm_state[0]);
     }
   };
@@ -580,7 +588,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       release(sm.k_empty(stage_of(ring)));
       if (n_tiles == 1) release(sm.q_empty());
       softmax_step(bp, mask_rows, bp.nb_begin);
-      round_step();
+      round_step([] {});
 #pragma unroll 1
       for (int i = 1; i < n_tiles; ++i) {
         const int cur = ring + i, prev = cur - 1;
@@ -591,15 +599,20 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
         turn_end();
         tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
         release(sm.k_empty(stage_of(cur)));
-        softmax_step(bp, mask_rows, bp.nb_begin + i);  // beside P~ V of tile i - 1
-        // The Q release is a branch, and ptxas keeps the wait below it: with the softmax step and the wait
-        // in one block, ptxas placed the wait (WARPGROUP.DEPBAR) at the top of that block, so that the max and
-        // the exponentials waited for P~ V instead of running beside it (`cuobjdump -sass`, every v2 kernel).
-        // Here the wait follows the exponentials: 1.3-1.6 % in geometric mean (H200, docs/cuda-kernel-v2.md).
-        if (i == n_tiles - 1) release(sm.q_empty());  // the Q thread may load the next work tile's Q
-        tile::wgmma_wait<0>();  // P~ V of tile i - 1
+        softmax_step(bp, mask_rows, bp.nb_begin + i);  // beside P~ V of tile i - 1 (round_step says how)
+#ifdef FC_BUG_HOISTED_WAIT
+        // Test-only (tests/gpu/check_sass_overlap.py's control): the wait in the softmax step's block.
+        tile::wgmma_wait<0>();
         release(sm.v_empty(stage_of(prev)));
-        round_step();
+        if (i == n_tiles - 1) release(sm.q_empty());
+        round_step([] {});
+#else
+        if (i == n_tiles - 1) release(sm.q_empty());  // the Q thread may load the next work tile's Q
+        round_step([&]() {
+          tile::wgmma_wait<0>();  // P~ V of tile i - 1
+          release(sm.v_empty(stage_of(prev)));
+        });
+#endif
       }
     }
     // The next work tile's slot is read before this tile's last P~ V: its wait and loads run beside the

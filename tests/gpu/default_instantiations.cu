@@ -6,6 +6,11 @@
 // 128x64, l from fp32 p): the check's own test that it sees a spill when there is one.
 // FC_KNOWN_SERIALIZER adds instead a kernel that writes a wgmma's accumulator before waiting for it, which
 // ptxas must serialize: the control of the check that no kernel's wgmmas are serialized.
+// FC_KNOWN_HOISTED_WAIT compiles instead one v2 kernel whose wait for P~ V shares the softmax step's block
+// (FC_BUG_HOISTED_WAIT), which ptxas hoists above it: the control of check_sass_overlap.py.
+#if defined(FC_KNOWN_HOISTED_WAIT)
+#define FC_BUG_HOISTED_WAIT
+#endif
 #include "fwd_launch.cuh"
 #include "fwd_v2_kernel.cuh"
 
@@ -14,7 +19,11 @@ namespace flashcheck::cuda {
 constexpr long long kLong = 1 << 20;  // a sequence length above every length rule of the policy
 using fc::tiles::default_tile_index;
 
-#if defined(FC_KNOWN_SERIALIZER)
+#if defined(FC_KNOWN_HOISTED_WAIT)
+template __global__ void fwd_v2_kernel<FwdV2Traits<Bf16, 128, 128>, false>(
+    const __grid_constant__ FwdParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+#elif defined(FC_KNOWN_SERIALIZER)
 __global__ void known_serializer(float* out, uint64_t desc_a, uint64_t desc_b) {
   float d[16][4];
   tile::wgmma_fence();
