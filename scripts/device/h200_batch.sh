@@ -15,7 +15,7 @@
 # and carry [".dev/flashcheck.tgz"]. FUZZ_SECONDS and FUZZ_SEED set the fuzz campaign (default 90 s, seed 1); BENCH_ARGS replaces the
 # benchmark's shape arguments (default --dims 64,128,256); FP8_ERROR_N the fp8 error table's N list;
 # PROFILE_SHAPES the ncu_profile step's shapes (dtype:d:N:causal ...) and PROFILE_PLUGIN its plugin (default v1;
-# .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so for v2).
+# .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so for v2); PROFILE_FA4=1 adds flash-attn-4's kernel.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # At most 8 files come back from $OUT: everything is written under a scratch folder and returned as one
@@ -253,7 +253,7 @@ if want ncu_profile; then
     cflag=""; [ "$pc" = 1 ] && cflag="--causal"
     step "ncu_$tag" 120 ncu --clock-control none --profile-from-start off --set full --import-source no -f \
       -o "$res/prof_$tag" python3 bench/ncu_profile.py --plugin "${PROFILE_PLUGIN:-$FLASHCHECK_CUDA_PLUGIN}" --dtype "$pdt" --d "$pd" \
-      --n "$pn" $cflag
+      --n "$pn" $cflag ${PROFILE_FA4:+--fa4}
     if [ -f "$res/prof_$tag.ncu-rep" ]; then
       ncu -i "$res/prof_$tag.ncu-rep" --page details --print-details all >"$res/ncu_details_$tag.txt" 2>&1
       ncu -i "$res/prof_$tag.ncu-rep" --page raw --csv >"$res/ncu_raw_$tag.csv" 2>&1
