@@ -152,17 +152,25 @@ constexpr TileList all_tiles() {
 // Bc keys per tile in a ring of K and V buffers, one online-softmax step per tile. Bc = 128 where S (64
 // registers) fits beside O; at d = 256 O takes 128 registers and Bc = 80, FlashAttention-3's tile (S in
 // 40 registers; 1.03x the 64-key tile there in geometric mean, bf16 and fp16, H200: docs/cuda-kernel-v2.md).
-// The ring is as deep as shared memory allows (Q + stages x (K + V) = 144 / 224 / 224 KiB of the 227), so
-// that the producer runs ahead across work tiles.
+// The ring is as deep as shared memory allows (Q + stages x (K + V + the ones panel of v2_l_in_v) = 208 /
+// 192 / 224 KiB of the 227), so that the producer runs ahead across work tiles. d = 128 has two stages since
+// the ones panels came (three no longer fit); without them, two were 1.3-2.4 % faster than three there
+// (docs/cuda-kernel-v2.md).
 inline constexpr int kV2HeadDims[] = {64, 128, 256};
 inline constexpr int kNumV2HeadDims = sizeof(kV2HeadDims) / sizeof(kV2HeadDims[0]);
 constexpr TileShape v2_tile(int d) {
   return d == 64    ? TileShape{128, 128, 12, 4}
-         : d == 128 ? TileShape{128, 128, 12, 3}
+         : d == 128 ? TileShape{128, 128, 12, 2}
          : d == 256 ? TileShape{128, 80, 12, 2}
                     : TileShape{0, 0, 0};
 }
 constexpr bool is_v2_head_dim(int d) { return v2_tile(d).m != 0; }
+// Where v2 sums l = P~ . ones as O's last 8 columns, one wgmma of N = d + 8 per k-step, reading a panel of
+// ones after each stage's V (fwd_v2_kernel.cuh, kLInV), instead of a separate m64n8 wgmma per k-step: where
+// d + 8 is a wgmma width (N <= 256) and the ring keeps its stages (d = 128 has two, as FlashAttention 4's).
+// With d = 128's two stages: 1.4 % in geometric mean over the FA-3 grid, 2.4-4.3 % at d = 128 (H200,
+// docs/cuda-kernel-v2.md); fewer wgmmas to issue in the step's chain, the same tensor work.
+constexpr bool v2_l_in_v(int d) { return d <= 128; }
 // A taller tile where one is compiled (m = 0: none): at d = 64 FlashAttention-3's 192 rows, three
 // consumer warpgroups of 160 registers that take turns to issue their products (fwd_v2_kernel.cuh kTurns).
 // Measured beside the 128-row tile (bf16 and fp16, H200, FA-3 grid): faster when each work tile walks many

@@ -8,7 +8,7 @@ loop, so the lists are written out here (as CUTLASS and TensorRT-LLM do). Run af
 
 TYPES = [("WgmmaF16", "f16"), ("WgmmaBF16", "bf16")]
 SS_N = [64, 80, 128]       # S = Q K^T: N = the key tile
-RS_TRANS_N = [64, 128, 256]  # O += P~ V: N = the head dim, V stored N-major (transposed B)
+RS_TRANS_N = [64, 72, 128, 136, 256]  # O += P~ V: N = the head dim (+ 8: l as a column of ones in V), V N-major (transposed B)
 
 
 def acc(n):

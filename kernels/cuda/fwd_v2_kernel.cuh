@@ -25,7 +25,8 @@
 //
 // Numerics: the rounding points of softmax.h with one step per tile (step = Bc); wgmma's accumulation is
 // mma.sync's bit for bit (measured, docs/error-analysis.md §1), and l from P~ runs on the tensor cores as
-// in v1 (P~ times a ones column, an m64n8k16 wgmma per 16 keys in the same k-step order as O's), so the
+// in v1 (P~ times a ones column in the same k-steps as O's: at d <= 128 as O's last 8 columns, one wgmma of
+// N = d + 8, at d = 256 an m64n8k16 wgmma per 16 keys), so the
 // CPU emulation with tile 128 x Bc models v2 (cuda_regression_test compares them bit for bit where the
 // SFU's exp2 is exact). NaN in V: as v1 (value_nan_guard.h), a block that may have leaked a NaN through a
 // zero P flags itself, and the guarded instantiation of this kernel (kGuard) recomputes it with the same
@@ -82,12 +83,18 @@ struct FwdV2Traits {
   static constexpr int kNTilesO = kHeadDim / 8;
   static constexpr int kKStepsS = kHeadDim / 16;             // k-steps of Q K^T
   static constexpr int kKStepsPV = kBlockN / 16;             // k-steps of P~ V
-  // Shared memory, from a 1024-byte aligned base (the swizzle atom): Q | K ring | V ring | ones | barriers.
+  // l = P~ . ones as O's last 8 columns (tile_policy.h, v2_l_in_v): each stage's V tile is followed by a
+  // 64-column panel of ones, and P~ V is one wgmma of N = d + 8 per k-step instead of that and an m64n8.
+  static constexpr bool kLInV = fc::tiles::v2_l_in_v(kHeadDim);
+  static constexpr int kNTilesPV = kNTilesO + (kLInV ? 1 : 0);  // O's accumulators, with l's n-tile
+  // Shared memory, from a 1024-byte aligned base (the swizzle atom): Q | K ring | V ring (with kLInV, each V
+  // followed by its ones panel) | the m64n8's ones (without kLInV) | barriers.
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kTileQ;
   static constexpr int kOffV = kOffK + kStages * kTileKV;
-  static constexpr int kOffOnes = kOffV + kStages * kTileKV;  // 16 keys x 8 columns of 1: l = P~ . ones
-  static constexpr int kOffBars = kOffOnes + 256;
+  static constexpr int kStageV = kTileKV + (kLInV ? kPanelKV : 0);  // a V stage: its panels, then the ones
+  static constexpr int kOffOnes = kOffV + kStages * kStageV;  // 16 keys x 8 columns of 1: l = P~ . ones
+  static constexpr int kOffBars = kOffOnes + (kLInV ? 0 : 256);
   // O's tile (the normalised 16-bit output, in Q's layout) overlays the V ring where the policy says so
   // (tile_policy.h, v2_o_through_smem: d = 256): the epilogue writes it there once both warpgroups' last
   // P~ V are done, TMA stores copy it out, and the V thread loads into the buffers it covers only once
@@ -98,6 +105,7 @@ struct FwdV2Traits {
   static constexpr int kOffO = kOffV;
   static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
   static_assert(kOStages <= kStages, "O's tile fits in the V ring");
+  static_assert(!(kOThroughSmem && kLInV), "O's tile would overlay the ones panels");
   // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free,
   // and a word (o_done, not an mbarrier); then 2 work slots: a work id and its BlockPlace each.
   static constexpr int kNumBars = 2 + 4 * kStages + 6;
@@ -141,7 +149,7 @@ struct Smem {
   uint32_t base;
   __device__ __forceinline__ uint32_t q() const { return base + Tr::kOffQ; }
   __device__ __forceinline__ uint32_t k(int stage) const { return base + Tr::kOffK + stage * Tr::kTileKV; }
-  __device__ __forceinline__ uint32_t v(int stage) const { return base + Tr::kOffV + stage * Tr::kTileKV; }
+  __device__ __forceinline__ uint32_t v(int stage) const { return base + Tr::kOffV + stage * Tr::kStageV; }
   __device__ __forceinline__ uint32_t ones() const { return base + Tr::kOffOnes; }
   __device__ __forceinline__ uint32_t bar(int i) const { return base + Tr::kOffBars + 8 * i; }
   __device__ __forceinline__ uint32_t q_full() const { return bar(0); }
@@ -299,15 +307,17 @@ __device__ __forceinline__ void issue_qk(float (&s)[Tr::kNTilesS][4], const Smem
 // Issues O += P~ V over the tile's k-steps of 16 keys as one wgmma group; with l from P~ (the default),
 // also l += P~ . ones in the same k-steps, as v1 does with mma.sync (softmax.h, "l"). The caller waits.
 // (kLOnTensorCores is a compile-time branch: a run-time one between wgmmas makes ptxas fence each of them.)
+// With Tr::kLInV, l's products are the wgmma's last 8 columns, which read the ones panel after the stage's V
+// (kLOnTensorCores changes nothing there: under FlashAttention's convention those columns go unread).
 template <typename Tr, bool kLOnTensorCores>
-__device__ __forceinline__ void issue_pv(float (&acc)[Tr::kNTilesO][4], float (&l4)[4],
+__device__ __forceinline__ void issue_pv(float (&acc)[Tr::kNTilesPV][4], float (&l4)[4],
                                         const uint32_t (&pk)[Tr::kNTilesS][2], const Smem<Tr>& sm, int stage) {
   const uint64_t d_ones = tile::smem_descriptor_no_swizzle(sm.ones(), 128, 128);
   tile::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::kKStepsPV; ++kk) {
     const uint32_t a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-    if constexpr (kLOnTensorCores) tile::wgmma_m64n8(typename Tr::Wgmma{}, l4, a, d_ones);
+    if constexpr (kLOnTensorCores && !Tr::kLInV) tile::wgmma_m64n8(typename Tr::Wgmma{}, l4, a, d_ones);
     // Keys 16 kk .. 16 kk + 15 = two 8-key groups of 1024 bytes; panels of 64 columns Bc * 128 bytes apart.
     const uint64_t dv = tile::smem_descriptor_sw128(sm.v(stage) + kk * 16 * 128, Tr::kPanelKV, 1024);
     tile::wgmma_rs_trans_b(typename Tr::Wgmma{}, acc, a, dv);
@@ -401,14 +411,16 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   auto row_of = [&](const BlockPlace& bp) { return bp.m0 + 64 * wg + 16 * warp + g; };
 
   OnlineSoftmax sm_state[1];
-  float acc[1][Tr::kNTilesO][4];  // one 16-row m-tile per warp, as v1's kMT = 1
+  float acc[1][Tr::kNTilesPV][4];  // one 16-row m-tile per warp, as v1's kMT = 1; l last with Tr::kLInV
+  // O's own columns, for the epilogue and the NaN guard.
+  auto& acc_o = reinterpret_cast<float(&)[1][Tr::kNTilesO][4]>(acc);
   float s[1][Tr::kNTilesS][4];
   uint32_t pk[Tr::kNTilesS][2];
   float l4[4];  // l from P~ on the tensor cores: {l(g), pad, l(g + 8), pad}
   float alpha[1][2];
   auto clear_accumulators = [&]() {
 #pragma unroll
-    for (int i = 0; i < Tr::kNTilesO; ++i)
+    for (int i = 0; i < Tr::kNTilesPV; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[0][i][e] = 0.0f;
 #pragma unroll
@@ -446,8 +458,8 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     }
   };
   auto rescale_step = [&]() {  // O and l by the last softmax step's alpha, before the next P~ V
-    rescale_accumulators(acc, alpha);
-    if (l_on_tensor_cores) {
+    rescale_accumulators(acc, alpha);  // with Tr::kLInV, l too
+    if (!Tr::kLInV && l_on_tensor_cores) {
       l4[0] = __fmul_rn(l4[0], alpha[0][0]);
       l4[2] = __fmul_rn(l4[2], alpha[0][1]);
     }
@@ -498,8 +510,13 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
     OnlineSoftmax& st = sm_state[0];
     const int row_g = row_of(bp);
     if (l_on_tensor_cores) {  // the whole row's sum in every lane of the quad
-      st.row_sum[0] = l4[0];
-      st.row_sum[1] = l4[2];
+      if constexpr (Tr::kLInV) {
+        st.row_sum[0] = acc[0][Tr::kNTilesPV - 1][0];
+        st.row_sum[1] = acc[0][Tr::kNTilesPV - 1][2];
+      } else {
+        st.row_sum[0] = l4[0];
+        st.row_sum[1] = l4[2];
+      }
     } else {
       st.finalize();  // lane sums, combined here
     }
@@ -512,7 +529,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 #pragma unroll
         for (int i = 0; i < Tr::kNTilesO; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) nan = nan || acc[0][i][e] != acc[0][i][e];
+          for (int e = 0; e < 4; ++e) nan = nan || acc_o[0][i][e] != acc_o[0][i][e];
         if (__any_sync(0xffffffffu, nan) && tile::elect_one()) flag_for_redo(p, id);
       }
     } else {
@@ -535,19 +552,19 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
         nan_guard::add_rows<G>(tile_map, row_map, p, bp.b, bp.m0, nb * Tr::kBlockN, ctid);
       }
       tile::named_barrier_sync(kBarConsumers, G::kNThreads);
-      nan_guard::poison<G, 1>(acc, row_map, row_g - bp.m0, t);
+      nan_guard::poison<G, 1>(acc_o, row_map, row_g - bp.m0, t);
       // The maps were ordinary stores; the next tile's K arrives by TMA (the async proxy) once every
       // consumer warp has arrived here.
       tile::fence_proxy_async_shared();
       release(sm.scratch_free());
     }
     if (!o_smem()) {
-      store_rows<Tr>(p, bp, acc[0], st, row_g, t);
+      store_rows<Tr>(p, bp, acc_o[0], st, row_g, t);
       return;
     }
     // O's tile overlays the V ring: every consumer warpgroup's last P~ V has to be done with it.
     tile::named_barrier_sync(kBarOTile, 128 * Tr::kConsumers);
-    stage_rows<Tr>(p, sm, bp, acc[0], st, row_g, wg, warp, g, t);
+    stage_rows<Tr>(p, sm, bp, acc_o[0], st, row_g, wg, warp, g, t);
     tile::fence_proxy_async_shared();  // ordinary stores that the copy engine reads next
     tile::named_barrier_sync(kBarOStore + wg, 128);
     if (threadIdx.x % 128 == 0) {
@@ -672,11 +689,20 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
     asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(sm.o_done()) : "memory");
     tile::fence_barrier_init();
   }
-  if (threadIdx.x < 64) {
+  if (!Tr::kLInV && threadIdx.x < 64) {
     // The ones B operand of l = P~ . ones, written by ordinary stores that the tensor cores read.
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sm.ones() + 4 * threadIdx.x), "r"(Tr::ET::kOnePair) : "memory");
-    tile::fence_proxy_async_shared();
   }
+  if constexpr (Tr::kLInV) {
+    // Every stage's ones panel, 16 bytes a store. The wgmma reads 8 of its 64 columns, whose 16-byte chunk
+    // the 128-byte swizzle moves from row to row, so the whole panel is ones.
+    constexpr int kChunks = Tr::kPanelKV / 16;
+    for (int i = threadIdx.x; i < Tr::kStages * kChunks; i += Tr::kNThreads) {
+      const uint32_t at = sm.v(i / kChunks) + Tr::kTileKV + 16 * (i % kChunks), one = Tr::ET::kOnePair;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(at), "r"(one) : "memory");
+    }
+  }
+  tile::fence_proxy_async_shared();  // ordinary stores that the tensor cores read
   __syncthreads();
 
   const int wg = threadIdx.x / 128;
