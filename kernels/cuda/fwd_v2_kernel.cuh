@@ -47,6 +47,7 @@
 #include "softmax.h"
 #include "tile_scheduler.h"
 #include "tma.h"
+#include "v2_timeline.h"
 #include "value_nan_guard.h"
 #include "wgmma.h"
 #include "wgmma_ops.h"
@@ -410,6 +411,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   const float c = p.scale_log2;
   auto row_of = [&](const BlockPlace& bp) { return bp.m0 + 64 * wg + 16 * warp + g; };
 
+  timeline::Recorder tl(wg);  // empty unless built for bench/v2_timeline.py
   OnlineSoftmax sm_state[1];
   float acc[1][Tr::kNTilesPV][4];  // one 16-row m-tile per warp, as v1's kMT = 1; l last with Tr::kLInV
   // O's own columns, for the epilogue and the NaN guard.
@@ -467,8 +469,9 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   // Ring position r: buffer r % kStages, in its use r / kStages (the parity its "full" barrier waits for).
   auto stage_of = [](int r) { return r % Tr::kStages; };
   auto parity_of = [](int r) { return static_cast<uint32_t>((r / Tr::kStages) & 1); };
-  auto issue_qk_at = [&](int r) {
+  auto issue_qk_at = [&](int r, int step) {
     tile::mbar_wait(sm.k_full(stage_of(r)), parity_of(r));
+    tl.mark(step, timeline::kKReady);
     issue_qk<Tr>(s[0], sm, stage_of(r), wg);
   };
   // A turn (Tr::kTurns) spans one key step's two issues; warpgroup 0 has the first. Not in the guarded redo,
@@ -591,6 +594,7 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
   for (;;) {
     const int n_tiles = bp.nb_end - bp.nb_begin;
     const FragmentRows mask_rows = rows_of(bp);
+    tl.start(w);
     sm_state[0].init();
     clear_accumulators();
     tile::mbar_wait(sm.q_full(), w & 1);
@@ -599,7 +603,8 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       complete_o_store(w);
     }
     if (n_tiles > 0) {
-      issue_qk_at(ring);
+      tl.mark(0, timeline::kStepBegin);
+      issue_qk_at(ring, 0);
       complete_o_store(w);  // beside the first scores
       tile::wgmma_wait<0>();
       release(sm.k_empty(stage_of(ring)));
@@ -609,14 +614,19 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
 #pragma unroll 1
       for (int i = 1; i < n_tiles; ++i) {
         const int cur = ring + i, prev = cur - 1;
+        tl.mark(i, timeline::kStepBegin);
         turn_begin(cur);
-        issue_qk_at(cur);
+        issue_qk_at(cur, i);
+        tl.mark(i, timeline::kSIssued);
         rescale_step();  // by alpha(i - 1), while the scores of tile i are on the tensor cores
         issue_pv_at(prev, bp, bp.nb_begin + i - 1);
+        tl.mark(i, timeline::kPvIssued);
         turn_end();
         tile::wgmma_wait<1>();  // the scores of tile i (groups complete in order)
+        tl.mark(i, timeline::kSReady);
         release(sm.k_empty(stage_of(cur)));
         softmax_step(bp, mask_rows, bp.nb_begin + i);  // beside P~ V of tile i - 1 (round_step says how)
+        tl.mark(i, timeline::kSoftmaxDone);
 #ifdef FC_BUG_HOISTED_WAIT
         // Test-only (tests/gpu/check_sass_overlap.py's control): the wait in the softmax step's block.
         tile::wgmma_wait<0>();
@@ -627,8 +637,10 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
         if (i == n_tiles - 1) release(sm.q_empty());  // the Q thread may load the next work tile's Q
         round_step([&]() {
           tile::wgmma_wait<0>();  // P~ V of tile i - 1
+          tl.mark(i, timeline::kPvDone);
           release(sm.v_empty(stage_of(prev)));
         });
+        tl.mark(i, timeline::kRounded);
 #endif
       }
     }
@@ -646,7 +658,10 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       release(sm.v_empty(stage_of(last)));
     }
     ring += n_tiles;
+    tl.mark(0, timeline::kProductsDone);
     finish(bp, id);
+    tl.mark(0, timeline::kStored);
+    tl.done(n_tiles);
     if (!more) break;
     ++w;
     id = id_next;

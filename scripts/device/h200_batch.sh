@@ -5,7 +5,7 @@
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement, oracle_sanitizers,
 # oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz,
-# v2, v2_sanitizers, tma_store_probe, v2_bench). Results: $OUT/results.tgz, $OUT/steps.log.
+# v2, v2_sanitizers, tma_store_probe, v2_bench, v2_timeline). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_v2_plugin flashcheck_cuda_naive_plugin \
@@ -111,6 +111,13 @@ if want v2_bench; then
   step v2_bench "${V2_BENCH_LIMIT:-400}" python3 bench/sdpa_compare.py --plugin .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
     "${v2_ab[@]}" ${V2_BENCH_ARGS:---dims 64,128,256} --warmup 10 --rep 40 \
     --json "$res/v2_compare.json"
+fi
+if want v2_timeline; then
+  # Where v2's key steps spend their clocks (bench/v2_timeline.py): TIMELINE_PLUGIN is a v2 built with
+  # -DFC_V2_TIMELINE (carried, e.g. as lib/ab/timeline.so with AB_PLUGINS), timed beside the carried v2.
+  step v2_timeline 150 python3 bench/v2_timeline.py --plugin "${TIMELINE_PLUGIN:?TIMELINE_PLUGIN names the timeline build}" \
+    --base .dev/flashcheck/lib/libflashcheck_cuda_v2_plugin.so \
+    --shapes ${TIMELINE_SHAPES:-bf16:128:16384:0 bf16:128:16384:1 bf16:64:16384:0 bf16:128:1024:0}
 fi
 if want sanitizers; then
   # The kernels' sanitizer shapes (ragged tails, every mask, split-KV, naive) and the V NaN guard's
