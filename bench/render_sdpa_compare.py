@@ -9,7 +9,8 @@ run timed beside them with --ab NAME=PATH (e.g. v1 beside v2) get their own colu
 writes OUT_PREFIX.md and OUT_PREFIX.png. The page names the command, machine and date it was measured
 with: they are not in the JSON, so the caller passes them. --ours NAME=LABEL makes the --ab column NAME the
 page's "ours" and shows the run's own --plugin column as LABEL (a run that timed a candidate as --plugin and
-the tree's kernel beside it, when the candidate is not kept).
+the tree's kernel beside it, when the candidate is not kept). --about NAME=TEXT says on the page what the
+--ab column NAME is (e.g. the kernel before a change, timed beside it).
 """
 import argparse
 import json
@@ -37,6 +38,8 @@ def main():
     ap.add_argument("--title", default="Forward throughput against PyTorch SDPA")
     ap.add_argument("--mode", default="throughput", help="the scripts/docs_reports.sh mode that regenerates the page")
     ap.add_argument("--ours", metavar="NAME=LABEL", help="the --ab column NAME as ours, the run's --plugin column as LABEL")
+    ap.add_argument("--about", metavar="NAME=TEXT", action="append", default=[],
+                    help="a sentence on the page saying what the --ab column NAME is (repeatable)")
     a = ap.parse_args()
     try:
         rows = json.load(open(a.run_json))
@@ -59,6 +62,11 @@ def main():
         r["ratio_cudnn"] = r["ours"] / r["cudnn"] if r.get("cudnn") else None
     # --ab candidates: sdpa_compare.py writes ratio_NAME for each.
     extra = sorted({k[len("ratio_"):] for r in rows for k in r if k.startswith("ratio_")} - {"flash", "cudnn"})
+    about = [x.partition("=")[::2] for x in a.about]
+    for n, t in about:
+        if n not in extra or not t:
+            sys.exit(f"render_sdpa_compare: --about wants NAME=TEXT with NAME a column of the run ({', '.join(extra)}), "
+                     f"got '{n}={t}'")
     for r in rows:
         for n in extra:
             r["ratio_" + n] = r["ours"] / r[n] if r.get(n) else None
@@ -72,7 +80,8 @@ def main():
              f"`scripts/docs_reports.sh {a.mode} RUN.json` from the JSON of such a run. fa4: FlashAttention's own "
              "kernel from the flash-attn-4 package (`flash_attn.cute.flash_attn_func`, its Hopper path), when the run "
              "had it (`--fa4`)." + (f" ours is the run's `--ab {a.ours.partition('=')[0]}` build; {a.ours.partition('=')[2]} "
-                                    "is the run's `--plugin` build, a candidate timed beside it." if a.ours else ""), "",
+                                    "is the run's `--plugin` build, a candidate timed beside it." if a.ours else "") +
+             "".join(f" {n}: {t}." for n, t in about), "",
              "## Geometric means", "",
              "| dtype | shapes | ours/flash | ours/cuDNN |" + "".join(f" ours/{n} |" for n in extra),
              "|---|---|---|---|" + "---|" * len(extra)]

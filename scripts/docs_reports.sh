@@ -8,7 +8,8 @@
 #       one bench/sdpa_compare.py run's JSON (on the H200) -> docs/reports/throughput-h200.{md,png}
 #   bash scripts/docs_reports.sh throughput-v2 RUN.json "COMMAND" "MACHINE" "DATE" [NAME=LABEL]
 #       the same for kernel v2 (STEPS=v2_bench: v2 as ours, v1 as --ab) -> docs/reports/throughput-v2-h200.{md,png};
-#       NAME=LABEL: the --ab column NAME is this tree's v2 and the run's --plugin column a candidate, shown as LABEL
+#       NAME=LABEL: the --ab column NAME is this tree's v2 and the run's --plugin column a candidate, shown as LABEL;
+#       --about NAME=TEXT: a sentence on the page saying what the --ab column NAME is
 #   bash scripts/docs_reports.sh pytorch DIR
 #       scripts/device/pytorch_sdpa_verdict.sh's output folder (on the H200) -> docs/reports/pytorch-sdpa-h200.md
 #   bash scripts/docs_reports.sh oracle-grid TABLE.md "MACHINE" "DATE" [v2]
@@ -49,10 +50,12 @@ EOF
     "$py" bench/render_sdpa_compare.py "$2" "$dest/throughput-h200" --command "$3" --machine "$4" --date "$5"
     ;;
   throughput-v2)
-    { [ $# -eq 5 ] || [ $# -eq 6 ]; } || { echo "usage: $0 throughput-v2 RUN.json COMMAND MACHINE DATE [NAME=LABEL]" >&2; exit 2; }
+    [ $# -ge 5 ] || { echo "usage: $0 throughput-v2 RUN.json COMMAND MACHINE DATE [NAME=LABEL] [--about NAME=TEXT ...]" >&2; exit 2; }
+    ours=()
+    if [ $# -ge 6 ] && [[ $6 != --* ]]; then ours=(--ours "$6"); set -- "${@:1:5}" "${@:7}"; fi
     "$py" bench/render_sdpa_compare.py "$2" "$dest/throughput-v2-h200" --command "$3" --machine "$4" --date "$5" \
       --mode throughput-v2 --title "Kernel v2 (ours) against cuDNN, PyTorch flash, FlashAttention 4 and kernel v1" \
-      ${6:+--ours "$6"}
+      "${ours[@]}" "${@:6}"
     ;;
   pytorch)
     [ $# -eq 2 ] && [ -f "$2/pytorch-sdpa-h200.md" ] || { echo "usage: $0 pytorch DIR (with pytorch-sdpa-h200.md)" >&2; exit 2; }
