@@ -5,8 +5,9 @@ Nsight Compute says how busy the tensor pipe is, not which warpgroup's phase lea
 with -DFC_V2_TIMELINE (kernels/cuda/v2_timeline.h) stamps, in block 0's third work tile, every phase of
 every key step of each consumer warpgroup, and prints them after the sixth launch. This script runs that
 build on each shape (a child process per shape, whose stdout holds the device's printf), then prints the
-median clocks of each phase over the tile's steps (the first two and the last left out) and each shape's
-time with and without the stamps, so that what the stamps cost is on the page:
+median clocks of each phase over the tile's steps (the first two and the last left out), where the work
+tile's time goes (its first step, the steps after it, the last P~V, the epilogue) and each shape's time
+with and without the stamps, so that what the stamps cost is on the page:
 
     cmake -S . -B build-timeline -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCHECK_CUDA=ON \
         -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF -DCMAKE_CUDA_FLAGS=-DFC_V2_TIMELINE
@@ -89,6 +90,17 @@ def spans(steps):
     return out
 
 
+def tile_spans(steps):
+    """The work tile of one warpgroup: its first key step (no P~V to overlap), the steps after it, the wait
+    for its last P~V and its epilogue (O and the LSE stored), from step 0's row of stamps."""
+    first, last = steps[0], steps[-1]
+    products, stored = first[8], first[9]
+    after_first = steps[1][0] if len(steps) > 1 else products
+    rounded_last = last[7] if len(steps) > 1 else after_first
+    return {"first key step": after_first - first[0], "the other key steps": rounded_last - after_first,
+            "last P~V": products - rounded_last, "epilogue": stored - products, "whole work tile": stored - first[0]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plugin", required=True, help="v2 built with -DFC_V2_TIMELINE")
@@ -108,10 +120,16 @@ def main():
         n_steps = min(len(s) for s in steps.values())
         cost = f", without stamps {base_ms:.3f} ms" if base_ms else ""
         print(f"\n{shape}: {n_steps} key steps in the recorded work tile; {ms:.3f} ms with stamps{cost}")
-        if any(c is None for c in cols.values()):
-            print("  (too few key steps for medians)")
-            continue
         wgs = sorted(cols)
+        tiles = {w: tile_spans(steps[w]) for w in wgs}
+        print("| work tile (clocks) | " + " | ".join(f"warpgroup {w}" for w in wgs) + " |")
+        print("|---|" + "---:|" * len(wgs))
+        for label in tiles[wgs[0]]:
+            print(f"| {label} | " + " | ".join(f"{tiles[w][label]}" for w in wgs) + " |")
+        if any(c is None for c in cols.values()):
+            print("(too few key steps for the phases' medians)")
+            continue
+        print()
         print("| phase (median clocks) | " + " | ".join(f"warpgroup {w}" for w in wgs) + " |")
         print("|---|" + "---:|" * len(wgs))
         for label, _, _ in SPANS:
