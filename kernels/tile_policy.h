@@ -189,9 +189,10 @@ constexpr TileShape v2_tile_for(int d, bool causal, long long n_k) {
   return tall.m != 0 && n_k >= (causal ? 4096 : 2048) ? tall : v2_tile(d);
 }
 // Where v2's epilogue writes O through shared memory and TMA stores instead of storing it from the
-// accumulators (fwd_v2_kernel.cuh, kOThroughSmem): at d = 256, 1.07x in geometric mean (bf16 and fp16, FA-3
-// grid, H200); 0.82-0.98x at d = 64 and 0.98-1.01x at d = 128 (docs/cuda-kernel-v2.md). The runner makes O's
-// tensor map only there.
-constexpr bool v2_o_through_smem(int d) { return d == 256; }
+// accumulators (fwd_v2_kernel.cuh, kOThroughSmem): at d = 256 over the V ring, 1.07x in geometric mean (bf16
+// and fp16, FA-3 grid, H200); at d = 128 in a region of its own beside the two-stage ring, 1.07x (1.14-1.17x
+// at N = 512, even from 8k keys); over the ring it had been 0.82-0.98x at d = 64 and 0.98-1.01x at d = 128
+// (docs/cuda-kernel-v2.md). The runner makes O's tensor map only there.
+constexpr bool v2_o_through_smem(int d) { return d == 256 || d == 128; }
 
 }  // namespace fc::tiles

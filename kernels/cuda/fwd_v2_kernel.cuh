@@ -96,23 +96,27 @@ struct FwdV2Traits {
   static constexpr int kStageV = kTileKV + (kLInV ? kPanelKV : 0);  // a V stage: its panels, then the ones
   static constexpr int kOffOnes = kOffV + kStages * kStageV;  // 16 keys x 8 columns of 1: l = P~ . ones
   static constexpr int kOffBars = kOffOnes + (kLInV ? 0 : 256);
-  // O's tile (the normalised 16-bit output, in Q's layout) overlays the V ring where the policy says so
-  // (tile_policy.h, v2_o_through_smem: d = 256): the epilogue writes it there once both warpgroups' last
-  // P~ V are done, TMA stores copy it out, and the V thread loads into the buffers it covers only once
-  // those stores have read it (o_done). There, global stores straight from the accumulators (128 a thread
-  // per tile) stalled the consumers on the memory pipe's queue: 15 % of the warps' samples at N = 512
-  // (Nsight Compute, H200). At d = 64 and 128 (16 and 32 stores a thread) the TMA stores were slower or even.
+  // O's tile (the normalised 16-bit output, in Q's layout) where the policy says so (tile_policy.h,
+  // v2_o_through_smem): the epilogue writes it there, TMA stores copy it out (one per warpgroup and 64-column
+  // panel), and the warpgroup goes on to its next work tile while they run. At d = 256 it overlays the V
+  // ring: it is written once both warpgroups' last P~ V are done, and the V thread loads into the buffers it
+  // covers only once those stores have read it (o_done). At d = 128 the two-stage ring leaves room for a
+  // region of its own after the work slots (kOOverV false), and a warpgroup rewrites its half once its own
+  // last store has read it. Global stores straight from the accumulators (128 a thread per tile at d = 256)
+  // stalled the consumers on the memory pipe's queue: 15 % of the warps' samples at N = 512 (Nsight
+  // Compute, H200); at d = 128 the separate region was 1.07x in geometric mean, up to 1.17x at N = 512.
   static constexpr bool kOThroughSmem = fc::tiles::v2_o_through_smem(kHeadDim);
-  static constexpr int kOffO = kOffV;
+  static constexpr bool kOOverV = kOThroughSmem && !kLInV;
   static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
-  static_assert(kOStages <= kStages, "O's tile fits in the V ring");
-  static_assert(!(kOThroughSmem && kLInV), "O's tile would overlay the ones panels");
+  static_assert(!kOOverV || kOStages <= kStages, "O's tile fits in the V ring");
   // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free,
   // and a word (o_done, not an mbarrier); then 2 work slots: a work id and its BlockPlace each.
   static constexpr int kNumBars = 2 + 4 * kStages + 6;
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
   static constexpr int kWorkSlotBytes = 8 + (sizeof(BlockPlace) + 7) / 8 * 8;
-  static constexpr int kSmemBytes = kOffWork + 2 * kWorkSlotBytes + 1024;  // + alignment slack
+  static constexpr int kOffO = kOOverV ? kOffV : (kOffWork + 2 * kWorkSlotBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmemBytes =
+      (kOThroughSmem && !kOOverV ? kOffO + kTileQ : kOffWork + 2 * kWorkSlotBytes) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
   // Registers: setmaxnreg moves them within the block's allocation at launch (the 64K over its threads,
   // in steps of 8: 168 each for 384 threads, 128 for 512); 32 for the producer (it computes each work
@@ -565,8 +569,11 @@ __device__ __forceinline__ void consume(const FwdParams& p, const Smem<Tr>& sm, 
       store_rows<Tr>(p, bp, acc_o[0], st, row_g, t);
       return;
     }
-    // O's tile overlays the V ring: every consumer warpgroup's last P~ V has to be done with it.
-    tile::named_barrier_sync(kBarOTile, 128 * Tr::kConsumers);
+    // O's tile overlays the V ring: every consumer warpgroup's last P~ V has to be done with it. In a region
+    // of its own, the warpgroup's half is free once its thread 0 has seen the last store read it
+    // (complete_o_store, at this tile's start).
+    if constexpr (Tr::kOOverV) tile::named_barrier_sync(kBarOTile, 128 * Tr::kConsumers);
+    else tile::named_barrier_sync(kBarOStore + wg, 128);
     stage_rows<Tr>(p, sm, bp, acc_o[0], st, row_g, wg, warp, g, t);
     tile::fence_proxy_async_shared();  // ordinary stores that the copy engine reads next
     tile::named_barrier_sync(kBarOStore + wg, 128);
@@ -725,7 +732,7 @@ __global__ void __launch_bounds__(Tr::kNThreads, 1)
     tile::setmaxnreg_dec<Tr::kProducerRegs>();
     if (threadIdx.x == 0) v2::produce<Tr>(p, sm, smem, &tm_k, work);
     if (threadIdx.x == 32) v2::produce_q<Tr>(sm, smem, &tm_q, work);
-    if (threadIdx.x == 64) v2::produce_v<Tr, !kGuard && Tr::kOThroughSmem>(p, sm, smem, &tm_v, work);
+    if (threadIdx.x == 64) v2::produce_v<Tr, !kGuard && Tr::kOOverV>(p, sm, smem, &tm_v, work);
   } else {
     tile::setmaxnreg_inc<Tr::kConsumerRegs>();
     v2::consume<Tr, kGuard>(p, sm, smem, work, wg - 1, &tm_o);
