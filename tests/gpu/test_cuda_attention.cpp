@@ -555,11 +555,13 @@ TEST(CudaFused, DeviceBuffersAndStridedViews) {
 }
 
 // v2 reads the BNHD views in place through 4-D TMA descriptors (their strides are the view's); the view
-// with an inner stride of 2 is repacked first. At d = 256 O leaves through TMA stores where it is aligned
-// (fwd_v2_kernel.cuh, kOThroughSmem), by ordinary stores where it is not.
+// with an inner stride of 2 is repacked first. At d = 128 and 256 O leaves through TMA stores where it is
+// aligned (fwd_v2_kernel.cuh, kOThroughSmem: d = 128 from a region of its own, d = 256 over the V ring), by
+// ordinary stores where it is not.
 TEST(CudaV2, DeviceBuffersAndStridedViews) {
   REQUIRE_GPU();
   expect_device_buffers_match_host(fcc::Subject::kFusedV2);
+  expect_device_buffers_match_host(fcc::Subject::kFusedV2, 128);
   expect_device_buffers_match_host(fcc::Subject::kFusedV2, 256);
 }
 
