@@ -105,16 +105,21 @@ struct FwdV2Traits {
   // last store has read it. Global stores straight from the accumulators (128 a thread per tile at d = 256)
   // stalled the consumers on the memory pipe's queue: 15 % of the warps' samples at N = 512 (Nsight
   // Compute, H200); at d = 128 the separate region was 1.07x in geometric mean, up to 1.17x at N = 512.
+  // Which of the two follows from the space the tile leaves (kOOverV, below).
   static constexpr bool kOThroughSmem = fc::tiles::v2_o_through_smem(kHeadDim);
-  static constexpr bool kOOverV = kOThroughSmem && !kLInV;
   static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
-  static_assert(!kOOverV || kOStages <= kStages, "O's tile fits in the V ring");
   // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free,
   // and a word (o_done, not an mbarrier); then 2 work slots: a work id and its BlockPlace each.
   static constexpr int kNumBars = 2 + 4 * kStages + 6;
   static constexpr int kOffWork = kOffBars + 8 * kNumBars;
   static constexpr int kWorkSlotBytes = 8 + (sizeof(BlockPlace) + 7) / 8 * 8;
-  static constexpr int kOffO = kOOverV ? kOffV : (kOffWork + 2 * kWorkSlotBytes + 1023) / 1024 * 1024;
+  // O's tile in a region of its own after the work slots where that fits in the block's 227 KiB, else over
+  // the V ring.
+  static constexpr int kOffOwnO = (kOffWork + 2 * kWorkSlotBytes + 1023) / 1024 * 1024;
+  static constexpr bool kOOverV = kOThroughSmem && kOffOwnO + kTileQ + 1024 > 227 * 1024;
+  static_assert(!kOOverV || kOStages <= kStages, "O's tile fits in the V ring");
+  static_assert(!(kOOverV && kLInV), "O's tile would overlay the ones panels");
+  static constexpr int kOffO = kOOverV ? kOffV : kOffOwnO;
   static constexpr int kSmemBytes =
       (kOThroughSmem && !kOOverV ? kOffO + kTileQ : kOffWork + 2 * kWorkSlotBytes) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "the shared memory of one block");
@@ -317,7 +322,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Tr::kNTilesS][4], const Smem
 template <typename Tr, bool kLOnTensorCores>
 __device__ __forceinline__ void issue_pv(float (&acc)[Tr::kNTilesPV][4], float (&l4)[4],
                                         const uint32_t (&pk)[Tr::kNTilesS][2], const Smem<Tr>& sm, int stage) {
-  const uint64_t d_ones = tile::smem_descriptor_no_swizzle(sm.ones(), 128, 128);
+  const uint64_t d_ones = Tr::kLInV ? 0 : tile::smem_descriptor_no_swizzle(sm.ones(), 128, 128);
   tile::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Tr::kKStepsPV; ++kk) {
