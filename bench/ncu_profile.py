@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sdpa_compare import RECIPE, load_plugin, make_call  # noqa: E402
+from sdpa_compare import RECIPE, fa3_grid_shape, load_plugin, make_call, make_fa4_call  # noqa: E402
 
 
 def main():
@@ -33,7 +33,7 @@ def main():
     a = ap.parse_args()
     _lib, plugin = load_plugin(a.plugin)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
-    H, B = 2048 // a.d, max(1, 16384 // a.n)
+    H, B = fa3_grid_shape(a.d, a.n)
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, a.n, a.d, device="cuda", dtype=dtype) for _ in range(3))
     o = torch.empty_like(q)
@@ -43,8 +43,7 @@ def main():
     fa4 = None
     if a.fa4:  # its first call compiles (JIT), inside the warm-up
         from flash_attn.cute import flash_attn_func
-        q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
-        fa4 = lambda: flash_attn_func(q4, k4, v4, causal=a.causal)
+        fa4 = make_fa4_call(flash_attn_func, q, k, v, a.causal)
     def call_all():
         ours()
         for be in backends:

@@ -83,6 +83,17 @@ def tensor_view(t):
     return FcTensor(t.data_ptr(), st)
 
 
+def fa3_grid_shape(d, n):
+    """(heads, batch) of the FA-3 paper's benchmark grid at head dim d and sequence length n: B*N = 16k, H = 2048/d."""
+    return 2048 // d, max(1, 16384 // n)
+
+
+def make_fa4_call(fa4_func, q, k, v, causal):
+    """flash-attn-4's forward on BSHD copies of BHSD q, k, v (its layout); its first call compiles (JIT)."""
+    q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    return lambda: fa4_func(q4, k4, v4, causal=causal)
+
+
 def make_call(plugin, q, k, v, o, recipe, causal, descale=1.0, tile=(0, 0)):
     B, H, N, d = q.shape
     p = FcProblem(batch=B, heads_q=H, heads_kv=k.shape[1], n_q=N, n_k=k.shape[2], d=d, dv=d,
@@ -167,7 +178,7 @@ def main():
         for d in map(int, a.dims.split(",")):
             for N in map(int, a.seqs.split(",")):
                 for causal in (False, True):
-                    H, B = 2048 // d, max(1, 16384 // N)
+                    H, B = fa3_grid_shape(d, N)
                     q, k, v = (torch.randn(B, H, N, d, device=dev, dtype=dtype) for _ in range(3))
                     o = torch.empty_like(q)
                     flops = 4 * B * H * N * N * d / (2 if causal else 1)
@@ -197,9 +208,7 @@ def main():
                         candidates.append((ab_name, bench(other)))
                     del ref
                     if fa4:
-                        # FlashAttention's layout is BSHD; its first call per configuration compiles (JIT).
-                        q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
-                        f4 = lambda: fa4(q4, k4, v4, causal=causal)
+                        f4 = make_fa4_call(fa4, q, k, v, causal)
                         try:
                             f4(); torch.cuda.synchronize()
                             candidates.append(("fa4", bench(f4)))
@@ -240,7 +249,7 @@ def main():
         for d in map(int, a.dims.split(",")):
             for N in map(int, a.seqs.split(",")):
                 for causal in (False, True):
-                    H, B = 2048 // d, max(1, 16384 // N)
+                    H, B = fa3_grid_shape(d, N)
                     q, k, v = ((torch.randn(B, H, N, d, device=dev) * 8).to(torch.float8_e4m3fn) for _ in range(3))
                     o = torch.empty(B, H, N, d, device=dev, dtype=torch.bfloat16)
                     flops = 4 * B * H * N * N * d / (2 if causal else 1)

@@ -40,7 +40,7 @@ def child(a):
     d, n, causal = int(d), int(n), causal == "1"
     lib, plug = sc.load_plugin(a.plugin)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dname]
-    heads, batch = 2048 // d, max(1, 16384 // n)
+    heads, batch = sc.fa3_grid_shape(d, n)
     torch.manual_seed(0)
     q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype) for _ in range(3))
     o = torch.empty_like(q)
