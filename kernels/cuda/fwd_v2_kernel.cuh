@@ -106,7 +106,7 @@ struct FwdV2Traits {
   // stalled the consumers on the memory pipe's queue: 15 % of the warps' samples at N = 512 (Nsight
   // Compute, H200); at d = 128 the separate region was 1.07x in geometric mean, up to 1.17x at N = 512.
   // Which of the two follows from the space the tile leaves (kOOverV, below).
-  static constexpr bool kOThroughSmem = fc::tiles::v2_o_through_smem(kHeadDim);
+  static constexpr bool kOThroughSmem = fc::tiles::v2_o_through_smem(kHeadDim, kBlockM);
   static constexpr int kOStages = (kTileQ + kTileKV - 1) / kTileKV;  // the V buffers O's tile covers
   // q_full, q_empty, k_full[], v_full[], k_empty[], v_empty[], work_full[2], work_empty[2], scratch_free,
   // and a word (o_done, not an mbarrier); then 2 work slots: a work id and its BlockPlace each.
