@@ -8,8 +8,8 @@ run timed beside them with --ab NAME=PATH (e.g. v1 beside v2) get their own colu
 
 writes OUT_PREFIX.md and OUT_PREFIX.png. The page names the command, machine and date it was measured
 with: they are not in the JSON, so the caller passes them. --ours NAME=LABEL makes the --ab column NAME the
-page's "ours" and shows the run's own --plugin column as LABEL (a run that timed a candidate as --plugin and
-the tree's kernel beside it, when the candidate is not kept). --about NAME=TEXT says on the page what the
+page's "ours" and shows the run's own --plugin column as LABEL (a run that timed the tree's kernel as an --ab
+build beside another as --plugin: a candidate not kept, or the build that a kept change replaced). --about NAME=TEXT says on the page what the
 --ab column NAME is (e.g. the kernel before a change, timed beside it).
 """
 import argparse
@@ -80,7 +80,7 @@ def main():
              f"`scripts/docs_reports.sh {a.mode} RUN.json` from the JSON of such a run. fa4: FlashAttention's own "
              "kernel from the flash-attn-4 package (`flash_attn.cute.flash_attn_func`, its Hopper path), when the run "
              "had it (`--fa4`)." + (f" ours is the run's `--ab {a.ours.partition('=')[0]}` build; {a.ours.partition('=')[2]} "
-                                    "is the run's `--plugin` build, a candidate timed beside it." if a.ours else "") +
+                                    "is the run's `--plugin` build, timed beside it." if a.ours else "") +
              "".join(f" {n}: {t}." for n, t in about), "",
              "## Geometric means", "",
              "| dtype | shapes | ours/flash | ours/cuDNN |" + "".join(f" ours/{n} |" for n in extra),

@@ -8,7 +8,7 @@
 #       one bench/sdpa_compare.py run's JSON (on the H200) -> docs/reports/throughput-h200.{md,png}
 #   bash scripts/docs_reports.sh throughput-v2 RUN.json "COMMAND" "MACHINE" "DATE" [NAME=LABEL]
 #       the same for kernel v2 (STEPS=v2_bench: v2 as ours, v1 as --ab) -> docs/reports/throughput-v2-h200.{md,png};
-#       NAME=LABEL: the --ab column NAME is this tree's v2 and the run's --plugin column a candidate, shown as LABEL;
+#       NAME=LABEL: the --ab column NAME is this tree's v2 and the run's --plugin column another build, shown as LABEL;
 #       --about NAME=TEXT: a sentence on the page saying what the --ab column NAME is
 #   bash scripts/docs_reports.sh pytorch DIR
 #       scripts/device/pytorch_sdpa_verdict.sh's output folder (on the H200) -> docs/reports/pytorch-sdpa-h200.md
