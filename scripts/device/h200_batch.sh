@@ -103,6 +103,12 @@ if want tma_store_probe; then
   # probe alone, then under initcheck.
   step tma_store_probe 60 "$bin/tma_store_probe"
   step tma_store_probe_initcheck 60 compute-sanitizer --tool initcheck --error-exitcode 99 "$bin/tma_store_probe"
+  # The v2 sanitizer steps' initcheck filter: the probe's host copies alone pass it, and a kernel's read of
+  # memory nothing wrote (--read-unwritten) must fail it, as one report of the other kind.
+  step initcheck_filter 60 bash scripts/device/initcheck_kernel_reads.sh "$bin/tma_store_probe"
+  step initcheck_filter_control 60 bash -c 'out=$(bash scripts/device/initcheck_kernel_reads.sh "$0" --read-unwritten 2>&1)
+    printf "%s\n" "$out"; printf "%s\n" "$out" | grep -Eq "^initcheck: [0-9]+ reports on host copies.*, [1-9][0-9]* other reports; program exit 0$"' \
+    "$bin/tma_store_probe"
 fi
 if want v2_bench; then
   # v2 against cuDNN, PyTorch flash and v1 in one process (the FA-3 grid; V2_BENCH_ARGS narrows it;

@@ -23,5 +23,5 @@ compute-sanitizer --tool initcheck --print-limit 100000000 --show-backtrace no "
     END { printf "%d %d\n", copies, others > out }'
 rc=${PIPESTATUS[0]}
 read -r copies others <"$summary"
-echo "initcheck: ${copies:-0} host copies of memory the tool did not see written (TMA stores), ${others:-0} other reports; program exit $rc"
+echo "initcheck: ${copies:-0} reports on host copies of memory the tool did not see written (TMA stores), ${others:-0} other reports; program exit $rc"
 [ "$rc" -eq 0 ] && [ "${others:-1}" -eq 0 ]
