@@ -9,8 +9,9 @@ run timed beside them with --ab NAME=PATH (e.g. v1 beside v2) get their own colu
 writes OUT_PREFIX.md and OUT_PREFIX.png. The page names the command, machine and date it was measured
 with: they are not in the JSON, so the caller passes them. --ours NAME=LABEL makes the --ab column NAME the
 page's "ours" and shows the run's own --plugin column as LABEL (a run that timed the tree's kernel as an --ab
-build beside another as --plugin: a candidate not kept, or the build that a kept change replaced). --about NAME=TEXT says on the page what the
---ab column NAME is (e.g. the kernel before a change, timed beside it).
+build beside another as --plugin: a candidate not kept, or the build that a kept change replaced).
+--about NAME=TEXT says on the page what the --ab column NAME is (e.g. the kernel before a change, timed
+beside it).
 """
 import argparse
 import json
