@@ -14,6 +14,7 @@
 #include "fwd_params.h"
 #include "head_dim_dispatch.h"
 #include "tensor_map.h"
+#include "kernels/work_tile_order.h"
 #include "work_tile_count.h"
 
 namespace flashcheck::cuda {
@@ -318,6 +319,8 @@ Status run_v2(const fc_problem& p, const LaunchPlan& lp, FwdParams& fp, cudaStre
   // Where the policy has O leave through shared memory (v2_o_through_smem), TMA stores of 64 rows (one
   // consumer warpgroup's) write it if the copy engine can address it; otherwise, and for split-KV's fp32
   // partial states, ordinary stores do.
+  fp.work_section = fc::tiles::work_tile_section(fp.has_window, fp.n_k, fp.d,
+                                                 static_cast<long long>(fp.batch) * fp.heads_q * fp.num_splits);
   fp.o_tma = fc::tiles::v2_o_through_smem(p.d, lp.tile_m) && fp.num_splits == 1 &&
              make_map(&maps.o, fp.o, fp.o_stride, p.heads_q, p.n_q, 64).empty();
   // The tile counter, then (guarded) the redo list's count, its ids and the per-tile flags: one allocation

@@ -71,6 +71,9 @@ struct FwdParams {
   // stream operations in front of each guarded forward, cost 1.1 % at d = 64 causal (bf16, H200).
   unsigned* tile_counter;
   size_t scheduler_bytes;
+  // Kernel v2's order of work tiles (kernels/work_tile_order.h): (batch, head x split)s per L2 section, 1
+  // without a causal or window mask. Read from the parameters where used: in a register of the producer's few, it spilled.
+  int work_section;
 };
 
 }  // namespace flashcheck::cuda
