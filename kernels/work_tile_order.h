@@ -12,11 +12,7 @@
 // shortest of the last section.
 #pragma once
 
-#if defined(__CUDACC__)
-#define FC_WORK_ORDER_HD __host__ __device__
-#else
-#define FC_WORK_ORDER_HD
-#endif
+#include "reference/host_device.h"
 
 namespace fc::tiles {
 
@@ -42,7 +38,7 @@ struct WorkTilePlace {
 };
 // The id-th work tile (ids below rows x heads < 2^32), with `section` from work_tile_section. One formula
 // for both orders, without a branch: the producer that runs it has few registers (24 at d = 256).
-FC_WORK_ORDER_HD constexpr WorkTilePlace work_tile_at(unsigned id, unsigned rows, unsigned section) {
+FC_HOST_DEVICE constexpr WorkTilePlace work_tile_at(unsigned id, unsigned rows, unsigned section) {
   const unsigned per_section = section * rows, sec = id / per_section, r = id - sec * per_section;
   const unsigned rb = r / section;
   return {rb, sec * section + (r - rb * section)};

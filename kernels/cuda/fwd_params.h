@@ -72,7 +72,8 @@ struct FwdParams {
   unsigned* tile_counter;
   size_t scheduler_bytes;
   // Kernel v2's order of work tiles (kernels/work_tile_order.h): (batch, head x split)s per L2 section, 1
-  // without a causal or window mask. Read from the parameters where used: in a register of the producer's few, it spilled.
+  // without a causal or window mask. Read from the parameters where used: held in one of the producer's few
+  // registers, it spilled.
   int work_section;
 };
 

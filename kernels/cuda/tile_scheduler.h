@@ -57,10 +57,10 @@ struct WorkTiles {
     // 32-bit: the runner refuses 2^31 work tiles or more (a Q of at least 2^38 elements), and a 64-bit
     // division is a call of dozens of instructions and registers in the producer's few.
     const unsigned hs = static_cast<unsigned>(heads_splits);
-    const fc::tiles::WorkTilePlace at = fc::tiles::work_tile_at(static_cast<unsigned>(id), static_cast<unsigned>(row_blocks),
-                                                                static_cast<unsigned>(p.work_section));
-    const unsigned bx = at.row_block, hb = at.head;
-    return place_block<kBlockM, kBlockN>(p, static_cast<int>(bx), static_cast<int>(hb % hs), static_cast<int>(hb / hs));
+    const fc::tiles::WorkTilePlace at = fc::tiles::work_tile_at(
+        static_cast<unsigned>(id), static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.work_section));
+    return place_block<kBlockM, kBlockN>(p, static_cast<int>(at.row_block), static_cast<int>(at.head % hs),
+                                         static_cast<int>(at.head / hs));
   }
 };
 
