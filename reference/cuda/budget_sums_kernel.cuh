@@ -2,15 +2,18 @@
 // sums, the counts and the excess of error_budget's third step (docs/error-analysis.md §3.9-§3.13, in
 // fp32 as §3.17 certifies), then each element's bound, from the weights the weights kernel
 // (budget_kernel<..., kSplit = true>) wrote for every key the row sees. Its blocks are the weights kernel's
-// (the same rows, a warp each), one per group of kSumsGroup columns; a lane owns two adjacent columns of the
-// group, 2 lane and 2 lane + 1, whose V it reads with one 8-byte load (budget_kernel's lanes own
-// lane + 32 cc of their groups of 32 * kBudgetCols; the sums per column are the same). Two columns a lane,
-// not four: in float64, with four (and their counts) a thread needed 178 registers, and spilled 236 bytes
-// when held to 128; with one (more warps, twice the weights' loads) it ran slower (H200, (1, 16, 16k, 128)
-// bf16: budget 1.85 s against 1.60 s). The loop over (key, column) and the bounds are
-// budget_column_sums.cuh's (and budget_sums.h's, the CPU's too), which the single kernel runs too, in the
-// same key order: the bounds are the single kernel's bit for bit (tests/gpu/oracle_agreement_test.cpp holds
-// them so). Without the weights code beside it a thread needs far fewer registers, and more warps share an SM.
+// (the same rows, a warp each), one per group of 32 kCols columns; a lane owns kCols adjacent columns of the
+// group, kCols lane + 0 .. kCols - 1, whose V it reads with one load (budget_kernel's lanes own lane + 32 cc
+// of their groups of 32 * kBudgetCols; the sums per column are the same). kCols is four where the value
+// dim is above 64 and two at 64 and below (sums_cols): each chunk's copies, masks and barriers, and each
+// key's load of its four weights, then serve four columns of a lane instead of two, and a row's weights
+// are read by one block instead of two at d = 128 (in float64, four columns and their counts needed 178
+// registers and spilled 236 bytes when held to 128; one column a lane, with twice the weights' loads, ran
+// slower: H200, (1, 16, 16k, 128) bf16, budget 1.85 s against 1.60 s). The loop over (key, column) and the
+// bounds are budget_column_sums.cuh's (and budget_sums.h's, the CPU's too), which the single kernel runs
+// too, in the same key order: the bounds are the single kernel's bit for bit whatever the columns a lane
+// (tests/gpu/oracle_agreement_test.cpp holds them so). Without the weights code beside it a thread needs
+// far fewer registers, and more warps share an SM.
 #pragma once
 
 #include "reference/abs_scale_bound.h"
@@ -20,8 +23,9 @@
 
 namespace fc::gpu::detail {
 
-inline constexpr int kSumsCols = 2;                // columns a lane
-inline constexpr int kSumsGroup = 32 * kSumsCols;  // columns a block
+// Columns a lane for a value dim (two or four), and the most any launch uses (shared memory is sized for it).
+__host__ __device__ constexpr int sums_cols(int dv) { return dv > 64 ? 4 : 2; }
+inline constexpr int kSumsMaxCols = 4;
 
 // Per warp: the chunk's weights of its row (copied from BudgetWeights: whi, err_c, third, ep a key, and
 // zeta under the FA-2 convention).
@@ -40,9 +44,11 @@ __host__ __device__ constexpr size_t budget_sums_smem(int rows, int cols) { retu
 // of rows run side by side and share its weights in L2). Four blocks of 4 warps an SM (128 registers; the
 // single kernel ran 8 warps); each chunk's V and weights are copied asynchronously while the
 // chunk before is summed (read synchronously, the loads' latency was 43 % of the kernel's stalls).
-template <bool kLFp32>
+template <bool kLFp32, int kCols>
 __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     budget_sums_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts, int groups) {
+  static_assert(kCols == 2 || kCols == 4, "a lane's columns are one float2 or float4");
+  constexpr int kSumsGroup = 32 * kCols;  // columns a block
   BudgetParams bp = bp_arg;
   bp.op_round = false;  // the tf32 operand term runs the single kernel
   bp.l_fp32 = kLFp32;
@@ -52,7 +58,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   const BlockRows br = block_rows(s, block);
   // Buffer b: V at vbuf(b), this warp's weights at wbuf(b).
   unsigned char* const smem_b = reinterpret_cast<unsigned char*>(smem_d);
-  const size_t buffer_bytes = budget_sums_buffer(s.rows_per_block, kSumsCols);
+  const size_t buffer_bytes = budget_sums_buffer(s.rows_per_block, kCols);
   auto vbuf = [&](int b) { return reinterpret_cast<float*>(smem_b + b * buffer_bytes); };
   const size_t v_bytes = smem_align(sizeof(float) * size_t(kChunk) * kSumsGroup);
   auto wbuf = [&](int b) { return reinterpret_cast<SumKeys*>(smem_b + b * buffer_bytes + v_bytes) + warp; };
@@ -75,9 +81,8 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
 
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const bool aligned = bp.tile_n % kChunk == 0;
-  ColumnSums<kSumsCols> cs;
-  static_assert(kSumsCols == 2, "a lane's columns are one float2");
-  cs.start(in, o0, g0 + 2 * lane, 1, s.dv, !idle, s.vd);
+  ColumnSums<kCols> cs;
+  cs.start(in, o0, g0 + kCols * lane, 1, s.dv, !idle, s.vd);
   const float4* w_row = wts.w + slot * s.n_k;
   const float* zeta_row = wts.zeta + slot * s.n_k;
   const int gw = min(kSumsGroup, s.dv - g0);  // the group's columns
@@ -90,31 +95,32 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   const int chunks = int((br.hi - jb + kChunk - 1) / kChunk);
   const float* v_head = wts.v32 + v_base(s, br.b, br.hk, 0) + g0;
   // The group's V copied in 16-byte pieces: a run of kSumsGroup values at an offset that is a multiple of
-  // four (v32 is 16-byte aligned), each half-warp one key, each lane four columns of it, each warp every
-  // (2 warps)-th key pair. With 8-byte copies indexed by a run-time division per copied value, the copies'
-  // index arithmetic was half of the kernel's instructions (Nsight Compute source counters, (1, 4, 4096,
-  // 128) bf16, H200).
+  // four (v32 is 16-byte aligned), 8 kCols lanes a key, each lane four columns of it, each warp every
+  // (kKeysPerCopy warps)-th key. With 8-byte copies indexed by a run-time division per copied value, the
+  // copies' index arithmetic was half of the kernel's instructions (Nsight Compute source counters,
+  // (1, 4, 4096, 128) bf16, H200).
+  constexpr int kLanesPerKey = kSumsGroup / 4, kKeysPerCopy = 32 / kLanesPerKey;
   const bool quads = gw == kSumsGroup && s.dv % 4 == 0;
   const int warps = int(blockDim.x) / 32;
-  const int half = lane / 16, quad = lane % 16;
-  const int64_t src_step = int64_t(2 * warps) * s.dv;
+  const int key_in_copy = lane / kLanesPerKey, quad = lane % kLanesPerKey;
+  const int64_t src_step = int64_t(kKeysPerCopy * warps) * s.dv;
   auto fetch = [&](int k) {
     if (k < chunks) {
       const int64_t j0 = jb + int64_t(k) * kChunk;
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
       float* v = vbuf(k % 2);
-      if (quads) {  // a whole group: lane l copies columns 4 (l % 16) .. + 3 of keys 2 warp + l / 16, + 2 warps, ...
-        const int t0 = 2 * warp + half;
+      if (quads) {  // a whole group: lane l copies columns 4 (l % kLanesPerKey) .. + 3 of its keys
+        const int t0 = kKeysPerCopy * warp + key_in_copy;
         const float* src = v_head + (j0 + t0) * s.dv + 4 * quad;
         float* dst = v + t0 * kSumsGroup + 4 * quad;
         if (nc == kChunk && warps == kSplitRowsPerBlock) {
           // A whole chunk at the usual block size: a fixed count, the shared-memory offsets constants
           // (the loop's index arithmetic was a tenth of the kernel's instructions).
 #pragma unroll
-          for (int k = 0; k < kChunk / (2 * kSplitRowsPerBlock); ++k)
-            cp_async_16(dst + k * 2 * kSplitRowsPerBlock * kSumsGroup, src + k * src_step);
+          for (int k = 0; k < kChunk / (kKeysPerCopy * kSplitRowsPerBlock); ++k)
+            cp_async_16(dst + k * kKeysPerCopy * kSplitRowsPerBlock * kSumsGroup, src + k * src_step);
         } else {
-          for (int t = t0; t < nc; t += 2 * warps, src += src_step, dst += 2 * warps * kSumsGroup)
+          for (int t = t0; t < nc; t += kKeysPerCopy * warps, src += src_step, dst += kKeysPerCopy * warps * kSumsGroup)
             cp_async_16(dst, src);
         }
       } else {
@@ -166,9 +172,14 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
       const float4 q = wk.w[t];
       return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
     };
-    auto value = [&](int t, float (&vs)[kSumsCols]) {
-      const float2 v = *reinterpret_cast<const float2*>(vS + t * kSumsGroup + 2 * lane);
-      vs[0] = v.x, vs[1] = v.y;
+    auto value = [&](int t, float (&vs)[kCols]) {
+      if constexpr (kCols == 2) {
+        const float2 v = *reinterpret_cast<const float2*>(vS + t * kSumsGroup + 2 * lane);
+        vs[0] = v.x, vs[1] = v.y;
+      } else {
+        const float4 v = *reinterpret_cast<const float4*>(vS + t * kSumsGroup + 4 * lane);
+        vs[0] = v.x, vs[1] = v.y, vs[2] = v.z, vs[3] = v.w;
+      }
     };
     auto place = [&](int t, int& tile, int& blk) {
       const int64_t key = j0 + t;
@@ -192,8 +203,8 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
   const RowBoundTerms terms{rt.den,  rt.eps_l, rt.eps_l_prob, rt.floor_abs, fa1_tiles, rt.w_mult, rt.w_zeta,
                             rt.keys, int(rt.n), rt.T,        rt.raises,    rt.merge,  pv_mode_of(bp)};
-  for (int cc = 0; cc < kSumsCols; ++cc) {
-    const int c = g0 + 2 * lane + cc;
+  for (int cc = 0; cc < kCols; ++cc) {
+    const int c = g0 + kCols * lane + cc;
     if (c >= s.dv) break;
     cs.write(cc, terms, bp, s.vd, abs_scale_upper(in.a_factor[lr], in.abs_scale[o0 + c], in.a_floor[lr]), out, o0,
              c);

@@ -112,7 +112,8 @@ cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmi
 
 int budget_split_rows_per_block(int d, int dv) {
   for (int rows = kSplitRowsPerBlock; rows >= 1; rows /= 2)
-    if (std::max(budget_smem(d, dv, rows, false, false), budget_sums_smem(rows, kSumsCols)) <= max_smem()) return rows;
+    if (std::max(budget_smem(d, dv, rows, false, false), budget_sums_smem(rows, kSumsMaxCols)) <= max_smem())
+      return rows;
   return 0;
 }
 int64_t budget_split_words(int64_t n_k) { return (n_k + kChunk - 1) / kChunk; }
@@ -131,16 +132,19 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
     if (rows == 0 || split->slots < rows) return cudaErrorInvalidConfiguration;
     const unsigned blocks = place_pass(s, rows);
     const size_t smem = budget_smem(s.d, s.dv, rows, false, false, !in.scores_filled);
-    const size_t sums_smem = budget_sums_smem(rows, kSumsCols);
+    const int cols = sums_cols(s.dv);
+    const size_t sums_smem = budget_sums_smem(rows, cols);
     const Kernel weights =
         bp.l_fp32 ? budget_kernel<false, false, true, true> : budget_kernel<false, false, false, true>;
     using SumsKernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut, BudgetWeights, int);
-    const SumsKernel sums = bp.l_fp32 ? budget_sums_kernel<true> : budget_sums_kernel<false>;
+    static constexpr SumsKernel kSums[2][2] = {{budget_sums_kernel<false, 2>, budget_sums_kernel<false, 4>},
+                                               {budget_sums_kernel<true, 2>, budget_sums_kernel<true, 4>}};
+    const SumsKernel sums = kSums[bp.l_fp32][cols == 4];
     cudaError_t e = allow_max_smem(weights);
     if (e == cudaSuccess) e = allow_max_smem(sums);
     if (e != cudaSuccess) return e;
     const int64_t per_launch = split->slots / rows;
-    const int groups = (s.dv + 32 * kSumsCols - 1) / (32 * kSumsCols);
+    const int groups = (s.dv + 32 * cols - 1) / (32 * cols);
     const int64_t block0 = s.block0;
     for (int64_t k0 = 0; k0 < blocks; k0 += per_launch) {
       s.block0 = block0 + k0;
