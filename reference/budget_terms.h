@@ -64,12 +64,33 @@ FC_HOST_DEVICE inline bool may_raise(double tile_max, double run_before, double 
 // §3.7 Underflow of small P: whether a key's weight may fall below the flush / P-normal threshold, and
 // then its absolute error min(own value, theta), for the weight (zeta) and for l summed from the fp32 p
 // (zeta_l, only the ftz part).
-// A key's e^eta, e^-eta and e^eta - 1, the last as expm1 and e^eta as 1 + it (within an ulp of exp's):
-// three exponentials a key, not four, in the GPU budget's weights.
+// e^x - 1 for |x| <= kSmallEta by its Taylor polynomial through x^6, in FMAs (the same bits on the CPU,
+// whose budget is compiled with FMA where the CPU has it, and on the GPU): the remainder is below
+// |x|^7 / 5040 (1 + |x|), under 2^-60 relative, and the roundings (the fifth-order bracket q to a few u,
+// x^2 q below 2^-9 |x|, the last FMA's half ulp) keep the result within one ulp of e^x - 1. The budget's
+// eta, inflated by 10^-6 relative before it gets here (error_budget.cpp), covers an ulp of its exponentials
+// many times over: e^eta's margin is then above 10^-6 eta >= 3 10^-13, e^-eta's likewise (docs/error-analysis.md
+// §3.6). In the GPU budget's weights kernel CUDA's expm1 and exp were about a sixth of its instructions.
+inline constexpr double kSmallEta = 0x1p-8;
+FC_HOST_DEVICE inline double expm1_small(double x) {
+  double q = std::fma(x, 1.0 / 720, 1.0 / 120);
+  q = std::fma(x, q, 1.0 / 24);
+  q = std::fma(x, q, 1.0 / 6);
+  q = std::fma(x, q, 0.5);
+  return std::fma(x * x, q, x);
+}
+
+// A key's e^eta, e^-eta and e^eta - 1: the last as expm1 and e^eta as 1 + it (within an ulp of exp's), for
+// the usual small eta by expm1_small, else by the library's expm1 and exp (eta is >= 0; NaN takes the
+// library's path and stays NaN).
 struct EtaExp {
   double ep, em, epm1;
 };
 FC_HOST_DEVICE inline EtaExp eta_exp(double eta) {
+  if (eta <= kSmallEta) {
+    const double epm1 = expm1_small(eta);
+    return {1 + epm1, 1 + expm1_small(-eta), epm1};
+  }
   const double epm1 = std::expm1(eta);
   return {1 + epm1, std::exp(-eta), epm1};
 }
