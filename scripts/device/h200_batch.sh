@@ -242,10 +242,11 @@ if want torch_f64; then
   done
 fi
 if want oracle_profile; then
-  # Nsight Compute on the GPU oracle's reference and budget kernels at a small shape (B=1 H=4 N=4096 d=128
-  # bf16): details and per-instruction SASS counts come back as text.
-  step oracle_ncu 180 ncu --clock-control none --set full --import-source no -k regex:"reference_tiled_kernel|reference_kernel|budget_kernel" \
-    -c 3 -f -o "$res/prof_oracle" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --b 1 --h 4 --n 4096 --d 128 \
+  # Nsight Compute on the GPU oracle's four big kernels (score, tiled reference, budget weights and sums) at
+  # a small shape (B=1 H=4 N=4096 d=128 bf16): details and per-instruction SASS counts come back as text.
+  step oracle_ncu 180 ncu --clock-control none --set full --import-source no \
+    -k regex:"score_kernel|reference_tiled_kernel|budget_kernel|budget_sums_kernel" \
+    -c 6 -f -o "$res/prof_oracle" "$bin/oracle_scale" --plugin "$FLASHCHECK_CUDA_PLUGIN" --b 1 --h 4 --n 4096 --d 128 \
     --recipe bf16
   if [ -f "$res/prof_oracle.ncu-rep" ]; then
     ncu -i "$res/prof_oracle.ncu-rep" --page details --print-details all >"$res/ncu_details_oracle.txt" 2>&1
