@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -229,6 +230,48 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     for (size_t x = 0; x < v1.verdict.worst.size(); ++x) EXPECT_EQ(v1.verdict.worst[x].index, vn.verdict.worst[x].index) << what;
     if (HasFailure()) return;
   }
+}
+
+// The sums kernel takes two or four columns a lane by the value dim (reference/cuda/budget_sums_kernel.cuh
+// sums_cols), in groups of 64 or 128 columns: on each side of that choice, with a last group narrower than
+// the rest (160), with the hostile values of the agreement test (zeros in V take the per-key counts, NaN
+// and infinities) and with the random cases' masks (chunks a row sees in part), its bounds are the single
+// kernel's, bit for bit, under every convention the cases draw.
+TEST(OracleAgreement, SumsKernelsColumnsALaneKeepTheSingleKernelsBits) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261204);
+  const int dims[] = {48, 64, 96, 128, 160, 256};
+  size_t compared = 0;
+  for (int n = 0; n < 36; ++n) {
+    const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
+    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
+    c.problem.d = c.problem.dv = dims[n % 6];
+    RunOptions o = c.options;
+    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
+    hostile(rng, c.problem, in, o);
+    const Problem& p = c.problem;
+    EmulatedKernel emu;
+    const SubjectOutput out = emu.run(p, in, o);
+    const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
+    gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+    gpu::Arrays split, single;
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &split);
+    ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", "0", 1), 0);
+    gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &single);
+    unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
+    const std::string what = c.describe() + " basis " + basis.describe();
+    auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
+      ASSERT_EQ(a.size(), b.size()) << what << " " << name;
+      for (size_t x = 0; x < a.size(); ++x)
+        ASSERT_TRUE(a[x] == b[x] || (std::isnan(a[x]) && std::isnan(b[x]))) << what << " " << name << "[" << x << "]";
+      compared += a.size();
+    };
+    same(split.budget.o_bound, single.budget.o_bound, "bound");
+    same(split.budget.o_bound_probabilistic, single.budget.o_bound_probabilistic, "probabilistic bound");
+    if (HasFailure()) return;
+  }
+  std::printf("36 problems, value dims 48-256: %zu bounds the same bits in one kernel and in two\n", compared);
 }
 
 // The score kernel and the tiled reference give the row kernels' bits because each element of the tensor
