@@ -64,6 +64,25 @@ void hostile(std::mt19937_64& rng, const Problem& p, AttentionInputs& in, const 
   (void)p;
 }
 
+// A random case of the recipe (head and value dim `dims` where it is above 0), its inputs made hostile, and
+// the emulation's output on them.
+struct EmulatedCase {
+  budget_test::Case c;
+  RunOptions o;
+  AttentionInputs in;
+  SubjectOutput out;
+};
+EmulatedCase emulated_case(Recipe r, std::mt19937_64& rng, int dims = 0) {
+  EmulatedCase e;
+  e.c = budget_test::random_case(r, rng, 96, 2e5);
+  if (dims > 0) e.c.problem.d = e.c.problem.dv = dims;
+  e.o = e.c.options;
+  e.in = make_inputs(e.c.problem, e.c.distribution, r, e.c.seed, &e.o);
+  hostile(rng, e.c.problem, e.in, e.o);
+  e.out = EmulatedKernel{}.run(e.c.problem, e.in, e.o);
+  return e;
+}
+
 TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
@@ -74,16 +93,15 @@ TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
   size_t o_checked = 0, mp_checked = 0, bounds_checked = 0;
   for (int n = 0; n < cases; ++n) {
     const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
-    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
-    RunOptions o = c.options;
-    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
-    hostile(rng, c.problem, in, o);
+    const EmulatedCase e = emulated_case(r, rng);
+    const budget_test::Case& c = e.c;
     const Problem& p = c.problem;
+    const AttentionInputs& in = e.in;
+    const SubjectOutput& out = e.out;
     EmulatedKernel emu;
-    const SubjectOutput out = emu.run(p, in, o);
     // A quarter of the cases budget as for a subject that reports nothing (every open choice).
     const RunPlan plan = n % 4 == 3 ? RunPlan{} : out.plan;
-    const BudgetBasis basis = budget_basis(emu.capabilities(), o, plan);
+    const BudgetBasis basis = budget_basis(emu.capabilities(), e.o, plan);
     const Float64Attention ref = exact_attention_f64(p, in);
     const ErrorBudget budget = budget_for(p, in, basis, ref);
     const BudgetVerdict cpu = check_against_budget(p, out.o, out.lse, ref, budget, recipe_spec(r).output);
@@ -244,16 +262,12 @@ TEST(OracleAgreement, SumsKernelsColumnsALaneKeepTheSingleKernelsBits) {
   const int dims[] = {48, 64, 96, 128, 160, 256};
   size_t compared = 0;
   for (int n = 0; n < 36; ++n) {
-    const Recipe r = all_recipes[size_t(n) % all_recipes.size()];
-    budget_test::Case c = budget_test::random_case(r, rng, 96, 2e5);
-    c.problem.d = c.problem.dv = dims[n % 6];
-    RunOptions o = c.options;
-    AttentionInputs in = make_inputs(c.problem, c.distribution, r, c.seed, &o);
-    hostile(rng, c.problem, in, o);
+    const EmulatedCase e = emulated_case(all_recipes[size_t(n) % all_recipes.size()], rng, dims[n % 6]);
+    const budget_test::Case& c = e.c;
     const Problem& p = c.problem;
-    EmulatedKernel emu;
-    const SubjectOutput out = emu.run(p, in, o);
-    const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
+    const AttentionInputs& in = e.in;
+    const SubjectOutput& out = e.out;
+    const BudgetBasis basis = budget_basis(EmulatedKernel{}.capabilities(), e.o, out.plan);
     gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
     gpu::Arrays split, single;
     gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &split);
