@@ -90,7 +90,7 @@ struct ColumnSums {
   bool in_cols[kCols];
 
   // Columns c0 + stride cc (the single kernel: c0 = the group's first column + lane, stride 32; the sums
-  // kernel: + 2 lane, stride 1); the reference's O and its error where the row takes part.
+  // kernel: + kCols lane, stride 1); the reference's O and its error where the row takes part.
   __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int stride, int dv, bool active,
                                         double vd) {
     chunk = -1;
