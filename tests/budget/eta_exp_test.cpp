@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/budget_terms.h"
+#include "reference/formats.h"
 #include "reference/multiprecision.h"
 
 namespace fc {
@@ -17,9 +18,7 @@ namespace {
 
 // |got - exact| in ulps of the double nearest the exact value.
 double ulps(double got, const mp_real& exact) {
-  const double near = static_cast<double>(exact);
-  const double ulp = std::nextafter(std::fabs(near), HUGE_VAL) - std::fabs(near);
-  return static_cast<double>(abs(mp_real(got) - exact)) / ulp;
+  return static_cast<double>(abs(mp_real(got) - exact)) / ulp(Format::fp64, static_cast<double>(exact));
 }
 
 // Magnitudes log-uniform from 2^-1074 to kSmallEta, both signs, and the ends.

@@ -64,6 +64,16 @@ void hostile(std::mt19937_64& rng, const Problem& p, AttentionInputs& in, const 
   (void)p;
 }
 
+// Whether two arrays hold the same values element for element (NaN where the other has NaN); otherwise the
+// first difference.
+::testing::AssertionResult same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " and " << b.size();
+  for (size_t x = 0; x < a.size(); ++x)
+    if (!(a[x] == b[x] || (std::isnan(a[x]) && std::isnan(b[x]))))
+      return ::testing::AssertionFailure() << "[" << x << "] " << a[x] << " and " << b[x];
+  return ::testing::AssertionSuccess();
+}
+
 // A random case of the recipe (head and value dim `dims` where it is above 0), its inputs made hostile, and
 // the emulation's output on them.
 struct EmulatedCase {
@@ -207,9 +217,7 @@ TEST(OracleAgreement, PassesDoNotChangeTheResult) {
     unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
     const std::string what = c.describe();
     auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
-      ASSERT_EQ(a.size(), b.size()) << what << " " << name;
-      for (size_t x = 0; x < a.size(); ++x)
-        ASSERT_TRUE(a[x] == b[x] || (std::isnan(a[x]) && std::isnan(b[x]))) << what << " " << name << "[" << x << "]";
+      ASSERT_TRUE(same_bits(a, b)) << what << " " << name;
     };
     same(one.ref.out.o, many.ref.out.o, "O");
     same(one.ref.out.lse, many.ref.out.lse, "LSE");
@@ -276,9 +284,7 @@ TEST(OracleAgreement, SumsKernelsColumnsALaneKeepTheSingleKernelsBits) {
     unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
     const std::string what = c.describe() + " basis " + basis.describe();
     auto same = [&](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
-      ASSERT_EQ(a.size(), b.size()) << what << " " << name;
-      for (size_t x = 0; x < a.size(); ++x)
-        ASSERT_TRUE(a[x] == b[x] || (std::isnan(a[x]) && std::isnan(b[x]))) << what << " " << name << "[" << x << "]";
+      ASSERT_TRUE(same_bits(a, b)) << what << " " << name;
       compared += a.size();
     };
     same(split.budget.o_bound, single.budget.o_bound, "bound");
