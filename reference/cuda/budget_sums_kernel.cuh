@@ -23,9 +23,8 @@
 
 namespace fc::gpu::detail {
 
-// Columns a lane for a value dim (two or four), and the most any launch uses (shared memory is sized for it).
+// Columns a lane for a value dim: two or four.
 __host__ __device__ constexpr int sums_cols(int dv) { return dv > 64 ? 4 : 2; }
-inline constexpr int kSumsMaxCols = 4;
 
 // Per warp: the chunk's weights of its row (copied from BudgetWeights: whi, err_c, third, ep a key, and
 // zeta under the FA-2 convention).

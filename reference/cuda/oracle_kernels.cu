@@ -112,7 +112,7 @@ cudaError_t launch_key_v_range(const Shape& s, double* key_vmax, double* key_vmi
 
 int budget_split_rows_per_block(int d, int dv) {
   for (int rows = kSplitRowsPerBlock; rows >= 1; rows /= 2)
-    if (std::max(budget_smem(d, dv, rows, false, false), budget_sums_smem(rows, kSumsMaxCols)) <= max_smem())
+    if (std::max(budget_smem(d, dv, rows, false, false), budget_sums_smem(rows, sums_cols(dv))) <= max_smem())
       return rows;
   return 0;
 }
