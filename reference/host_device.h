@@ -1,4 +1,5 @@
-// FC_HOST_DEVICE marks a function of the exact side that the GPU oracle (reference/cuda/) calls too: one
+// FC_HOST_DEVICE marks a function that host and device code both call (the exact side's terms, which the
+// GPU oracle in reference/cuda/ runs too; kernel v2's work-tile order, which its host tests check): one
 // definition, compiled for the host by the C++ compiler and for both by nvcc, so that the CPU and the GPU
 // cannot drift apart. Such functions use only scalars and <cmath>.
 #pragma once
