@@ -4,7 +4,8 @@
 // block's rows:
 //   1. scores: the row maximum z_max, the largest score magnitude R and score error eps_max, V_max, n;
 //   2. tiles, in key order: which tiles may raise the running maximum (it needs eps_max), the lane,
-//      block and tile counts of the accumulations;
+//      block and tile counts of the accumulations (in the common case, below, sweep 1 makes the counts
+//      and each tile's maximum, and this is a walk over those maxima);
 //   3. in segments of whole tiles (at least a chunk): the segment's scores, then each key's tile maximum,
 //      running maximum and the raises after its tile (one lane walks them), then per key the weight
 //      interval (a lane per key) and per column the centred sums (a lane per column).
@@ -228,20 +229,107 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   int64_t n = 0;
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   // The score cache's reads are each sweep's latency (Nsight Compute: a quarter of the weights kernel's
-  // stall samples on their first use): filled, sweep 1 has no barrier and runs unrolled, its loads ahead of
-  // their uses; sweep 2 loads the next chunk's scores before this chunk's walk, sweep 3 a segment's before
-  // their stores. The maxima, sums and counts are the same (order-free, or in the same order).
-  auto sweep1_key = [&](int64_t j, const KeyScore& k) {
+  // stall samples on their first use): filled, sweep 1 has no barrier and its loads run ahead of their
+  // uses; sweep 2 loads the next chunk's scores before this chunk's walk, sweep 3 a segment's before their
+  // stores. The maxima, sums and counts are the same (order-free, or in the same order).
+  auto sweep1_key = [&](const KeyScore& k, double key_vmax) {
     zmax = fmax(zmax, k.z);
     rmax = fmax(rmax, k.R);
     eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
-    vmax = fmax(vmax, in.key_vmax[kv0 + j]);
+    vmax = fmax(vmax, key_vmax);
     ++n;
   };
-  if (filled) {
+
+  // Sweep 2's walk: tiles and counts. Where the step is a multiple of the chunk (aligned), a chunk lies in
+  // one tile and warp votes do the walk; otherwise lane 0 walks the keys in order.
+  const bool aligned = bp.tile_n % kChunk == 0;
+  int raises = 0, T = 0, max_tile_keys = 1, n_blocks_all = 0;
+  int lane_cnt[4] = {0, 0, 0, 0};
+  int walk_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
+  double tmax = -inf, walk_run = -inf;
+  // A complete tile's largest score, in key order: the running maximum through it, and whether it may
+  // raise the one before (which needs eps_max).
+  auto close_tile = [&](double tm) {
+    const double run = T == 0 ? tm : fmax(walk_run, tm);
+    raises += T > 0 && budget::may_raise(tm, walk_run, eps_max, bp.split);
+    walk_run = run;
+    ++T;
+  };
+  // Aligned: this lane's largest score of the current tile, reduced over the warp once the tile is
+  // complete (and handed to `complete`), and how many visible keys this lane had (its class for lane_cnt
+  // is (lane % 8) / 2, as chunks start at multiples of 32 within their tile). A warp reduction and four
+  // counts per chunk were a fifth of the kernel's instructions (Nsight Compute, (1, 4, 4096, 128) bf16,
+  // H200). Chunk j0's counts and blocks by warp votes; every lane keeps the walk's state.
+  double lane_tmax = -inf;
+  int lane_keys = 0;
+  auto aligned_chunk = [&](int64_t j0, bool vis, unsigned visible_lanes, double z, auto&& complete) {
+    const int tile = int(fast_div(bp.tile_div, uint32_t(j0)));
+    const int nv = __popc(visible_lanes);
+    if (tile != walk_tile) {
+      if (walk_tile >= 0) complete(warp_max(lane_tmax));
+      walk_tile = tile;
+      lane_tmax = -inf;
+      keys_in_tile = nv;
+    } else {
+      keys_in_tile += nv;
+    }
+    lane_tmax = fmax(lane_tmax, vis ? z : -inf);  // fmax: warp_max's inputs hold no NaN
+    max_tile_keys = max(max_tile_keys, keys_in_tile);
+    lane_keys += vis;
+    const int blk = int(fast_div(bp.block_div, uint32_t(int(j0 - int64_t(tile) * bp.tile_n) + lane)));
+    const unsigned before = visible_lanes & ((1u << lane) - 1u);
+    const int prev = before ? 31 - __clz(before) : -1;
+    const int prev_blk = __shfl_sync(0xffffffffu, blk, prev < 0 ? 0 : prev);
+    const bool starts = vis && (prev < 0 ? tile != last_blk_tile || blk != last_blk : blk != prev_blk);
+    n_blocks_all += __popc(__ballot_sync(0xffffffffu, starts));
+    last_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
+    last_blk_tile = tile;
+  };
+
+  // The two-kernel form with a filled cache and an aligned step (the common case): sweep 1 also does
+  // sweep 2's counts, which need no eps_max, and writes each tile's largest score (wts.tile_max); the
+  // raises, which need it, are then a walk over those maxima, not a third read of the scores. Sweep 2 had
+  // been about a sixth of the kernel's instructions (Nsight Compute source counters, (1, 4, 4096, 128)
+  // bf16, H200); sweep 3 takes each segment's tile maximum from them as well, instead of reducing the
+  // segment's scores again. The keys and tiles are walked in the same order, so the counts, maxima and
+  // raises are the same.
+  const bool fold = kSplit && filled && aligned;
+  double* const tile_max = kSplit ? wts.tile_max + slot * wts.words : nullptr;
+  if (fold) {
+    // Chunk j0's key of this lane: its score, R and V_max, loaded two chunks ahead of their use.
+    struct Ahead {
+      bool vis;
+      KeyScore k;
+      double vm;
+    };
+    auto load = [&](int64_t j0) {
+      const int64_t j = j0 + lane;
+      Ahead a{j < br.hi && sees(j), {0.0, 0.0, 0.0}, 0.0};
+      if (a.vis) {
+        a.k = {z_sign * cache_z[j], cache_R[j], 0.0};  // cached_score(j): filled, so no operand error
+        a.vm = in.key_vmax[kv0 + j];
+      }
+      return a;
+    };
+    auto store_tile = [&](double tm) {
+      if (lane == 0) tile_max[T] = tm;
+      ++T;
+    };
+    const int64_t first = chunk_floor(br.lo);
+    Ahead a0 = load(first), a1 = load(first + kChunk);
+    for (int64_t j0 = first; j0 < br.hi; j0 += kChunk) {
+      const Ahead a = a0;
+      a0 = a1;
+      a1 = load(j0 + 2 * kChunk);
+      if (a.vis) sweep1_key(a.k, a.vm);
+      const unsigned visible_lanes = __ballot_sync(0xffffffffu, a.vis);
+      if (visible_lanes) aligned_chunk(j0, a.vis, visible_lanes, a.vis ? a.k.z : 0.0, store_tile);
+    }
+    if (walk_tile >= 0) store_tile(warp_max(lane_tmax));
+  } else if (filled) {
 #pragma unroll 4
     for (int64_t j = chunk_floor(br.lo) + lane; j < br.hi; j += kChunk)
-      if (sees(j)) sweep1_key(j, cached_score(j));
+      if (sees(j)) sweep1_key(cached_score(j), in.key_vmax[kv0 + j]);
   }
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi && !filled; j0 += kChunk) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
@@ -256,7 +344,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         cache_R[j] = k.R;
         cache_op[j] = k.op_err;
       }
-      sweep1_key(j, k);
+      sweep1_key(k, in.key_vmax[kv0 + j]);
     }
   }
   zmax = warp_max(zmax);
@@ -265,25 +353,24 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   vmax = warp_max(vmax);
   n = warp_sum_i(n);
 
-  // Sweep 2: tiles and counts. Where the step is a multiple of the chunk (aligned), a chunk lies in one
-  // tile and warp votes do the walk; otherwise lane 0 walks the keys in order.
-  const bool aligned = bp.tile_n % kChunk == 0;
-  int raises = 0, T = 0, max_tile_keys = 1, n_blocks_all = 0;
-  int lane_cnt[4] = {0, 0, 0, 0};
-  {
-    int cur_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
-    double tmax = -inf, run_prev = -inf;
-    // Aligned: this lane's largest score of the current tile, reduced over the warp once the tile is
-    // complete, and how many visible keys this lane had (its class for lane_cnt is (lane % 8) / 2, as
-    // chunks start at multiples of 32 within their tile). A warp reduction and four counts per chunk
-    // were a fifth of the kernel's instructions (Nsight Compute, (1, 4, 4096, 128) bf16, H200).
-    double lane_tmax = -inf;
-    int lane_keys = 0;
+  if (fold) {
+    // The raises from the tiles' maxima, in tile order (lane 0's stores above are the warp's after the
+    // barrier), 32 loaded at a time.
+    const int tiles = T;
+    T = 0;
+    __syncwarp();
+    for (int t0 = 0; t0 < tiles; t0 += 32) {
+      const double mine = t0 + lane < tiles ? tile_max[t0 + lane] : 0.0;
+      for (int t = 0; t < min(32, tiles - t0); ++t) close_tile(__shfl_sync(0xffffffffu, mine, t));
+    }
+  } else {
+    // Sweep 2.
     // The cached score of a chunk's key (lane), unsigned, loaded a chunk ahead.
     auto cached_z = [&](int64_t j0) {
       const int64_t j = j0 + lane;
       return cached && j < br.hi && sees(j) ? cache_z[j] : 0.0;
     };
+    auto close_all_lanes = [&](double tm) { close_tile(tm); };
     double z_next = cached_z(chunk_floor(br.lo));
     for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
@@ -299,36 +386,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       if (!visible_lanes) continue;
       const double z = !vis ? 0.0 : cached ? z_sign * z_cached : key_z(s, bp, qs, kT, lane);
       if (aligned) {
-        // The chunk lies in one tile: its counts and blocks by warp votes; every lane keeps the walk's
-        // state (and its own part of the tile's maximum).
-        const int tile = int(fast_div(bp.tile_div, uint32_t(j0)));
-        const int nv = __popc(visible_lanes);
-        if (tile != cur_tile) {
-          if (cur_tile >= 0) {
-            tmax = warp_max(lane_tmax);
-            const double run = T == 0 ? tmax : fmax(run_prev, tmax);
-            raises += T > 0 && budget::may_raise(tmax, run_prev, eps_max, bp.split);
-            run_prev = run;
-            ++T;
-          }
-          cur_tile = tile;
-          lane_tmax = -inf;
-          keys_in_tile = nv;
-        } else {
-          keys_in_tile += nv;
-        }
-        lane_tmax = fmax(lane_tmax, vis ? z : -inf);  // fmax: warp_max's inputs hold no NaN
-        max_tile_keys = max(max_tile_keys, keys_in_tile);
-        lane_keys += vis;
-        const int blk =
-            int(fast_div(bp.block_div, uint32_t(int(j0 - int64_t(tile) * bp.tile_n) + lane)));
-        const unsigned before = visible_lanes & ((1u << lane) - 1u);
-        const int prev = before ? 31 - __clz(before) : -1;
-        const int prev_blk = __shfl_sync(0xffffffffu, blk, prev < 0 ? 0 : prev);
-        const bool starts = vis && (prev < 0 ? tile != last_blk_tile || blk != last_blk : blk != prev_blk);
-        n_blocks_all += __popc(__ballot_sync(0xffffffffu, starts));
-        last_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
-        last_blk_tile = tile;
+        aligned_chunk(j0, vis, visible_lanes, z, close_all_lanes);
         continue;
       }
       wk.z[lane] = z;
@@ -338,14 +396,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           if (!(visible_lanes >> t & 1u)) continue;
           const int64_t key = j0 + t;
           const int tile = int(fast_div(bp.tile_div, uint32_t(key)));
-          if (tile != cur_tile) {
-            if (cur_tile >= 0) {  // the previous tile is complete
-              const double run = T == 0 ? tmax : fmax(run_prev, tmax);
-              raises += T > 0 && budget::may_raise(tmax, run_prev, eps_max, bp.split);
-              run_prev = run;
-              ++T;
-            }
-            cur_tile = tile;
+          if (tile != walk_tile) {
+            if (walk_tile >= 0) close_tile(tmax);  // the previous tile is complete
+            walk_tile = tile;
             tmax = wk.z[t];
             keys_in_tile = 1;
           } else {
@@ -363,20 +416,16 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       }
       __syncwarp();
     }
-    if (aligned && cur_tile >= 0) tmax = warp_max(lane_tmax);  // the last tile's (cur_tile is the warp's)
-    if (lane == 0 && cur_tile >= 0) {
-      raises += T > 0 && budget::may_raise(tmax, run_prev, eps_max, bp.split);
-      ++T;
-    }
-    raises = __shfl_sync(0xffffffffu, raises, 0);
-    T = __shfl_sync(0xffffffffu, T, 0);
-    max_tile_keys = __shfl_sync(0xffffffffu, max_tile_keys, 0);
-    n_blocks_all = __shfl_sync(0xffffffffu, n_blocks_all, 0);
-    for (int x = 0; x < 4; ++x)
-      lane_cnt[x] = aligned ? int(__reduce_add_sync(0xffffffffu, (lane % 8) / 2 == x ? unsigned(lane_keys) : 0u))
-                            : __shfl_sync(0xffffffffu, lane_cnt[x], 0);
+    if (aligned && walk_tile >= 0) tmax = warp_max(lane_tmax);  // the last tile's (walk_tile is the warp's)
+    if (lane == 0 && walk_tile >= 0) close_tile(tmax);
   }
-
+  raises = __shfl_sync(0xffffffffu, raises, 0);
+  T = __shfl_sync(0xffffffffu, T, 0);
+  max_tile_keys = __shfl_sync(0xffffffffu, max_tile_keys, 0);
+  n_blocks_all = __shfl_sync(0xffffffffu, n_blocks_all, 0);
+  for (int x = 0; x < 4; ++x)
+    lane_cnt[x] = aligned ? int(__reduce_add_sync(0xffffffffu, (lane % 8) / 2 == x ? unsigned(lane_keys) : 0u))
+                          : __shfl_sync(0xffffffffu, lane_cnt[x], 0);
   const double eK = exp(bp.sigma * eps_max);  // bounds the common factor K and 1/K
   const int splits = bp.splits_known > 0 ? bp.splits_known : max(T, 1);
   const int merge = budget::merge_roundings(splits, bp.fa1);
@@ -391,7 +440,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     KeySums key_sums;
     ColumnSums<kBudgetCols> cs;
     if constexpr (!kSplit) cs.start(in, o0, g0 + lane, 32, s.dv, !idle, s.vd);
-    int T_seen = 0, prefix = 0, cur_tile = -1;
+    int T_seen = 0, prefix = 0, cur_tile = -1, seg_tiles = 0;
     double run_prev = -inf, cur_run = -inf;
     // Aligned, the segment is one tile: its running maximum and later raises are the same for every key
     // of it, kept here instead of per key (the per-key stores and loads were a twentieth of the weights
@@ -435,9 +484,16 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       // through its tile and the raises after it. Aligned, the segment is one tile: every lane walks it.
       if (aligned) {
         double tm = -inf;
-        for (int x = lane; x < ns; x += kChunk)
-          if (pick(seg_visible, x / kChunk) >> lane & 1u) tm = fmax(tm, wk.z[x]);
-        tm = warp_max(tm);
+        if (fold) {  // the segment's tile is the next one with visible keys, whose maximum sweep 1 wrote
+          unsigned any = 0;
+#pragma unroll
+          for (int c = 0; c < kMaxSegment / kChunk; ++c) any |= seg_visible[c];
+          if (any) tm = tile_max[seg_tiles++];
+        } else {
+          for (int x = lane; x < ns; x += kChunk)
+            if (pick(seg_visible, x / kChunk) >> lane & 1u) tm = fmax(tm, wk.z[x]);
+          tm = warp_max(tm);
+        }
         const int tile = int(fast_div(bp.tile_div, uint32_t(s0)));
         if (tm != -inf) {  // the segment has visible keys
           if (cur_tile >= 0) {

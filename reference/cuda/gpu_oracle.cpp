@@ -255,7 +255,8 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   const size_t zeta = (size_t(slots) * size_t(p.n_k) * sizeof(float) + 15) / 16 * 16;
   const size_t masks = size_t(slots) * size_t(words) * sizeof(unsigned);
   const size_t rows_b = size_t(slots) * sizeof(RowTerms);
-  const size_t bytes = v32 + w4 + zeta + rows_b + 2 * masks;
+  const size_t tiles = size_t(slots) * size_t(words) * sizeof(double);
+  const size_t bytes = v32 + w4 + zeta + rows_b + tiles + 2 * masks;
   if (cudaMalloc(&w.split.ptr, bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     w.split.ptr = nullptr;
@@ -263,14 +264,15 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   }
   w.split.bytes = bytes;
   // V first (the allocation's alignment: the sums kernel copies V and the weights 16 bytes at a time),
-  // then the weights, the row terms (8-byte fields), the masks.
+  // then the weights, the row terms and the tile maxima (8-byte fields), the masks.
   unsigned char* base = static_cast<unsigned char*>(w.split.ptr);
   w.weights.v32 = reinterpret_cast<const float*>(base);
   w.weights.w = reinterpret_cast<float4*>(base + v32);
   w.weights.zeta = reinterpret_cast<float*>(base + v32 + w4);
   w.weights.rows = reinterpret_cast<RowTerms*>(base + v32 + w4 + zeta);
-  w.weights.visible = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b);
-  w.weights.p_sub = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + masks);
+  w.weights.tile_max = reinterpret_cast<double*>(base + v32 + w4 + zeta + rows_b);
+  w.weights.visible = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + tiles);
+  w.weights.p_sub = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + tiles + masks);
   w.weights.slots = slots;
   w.weights.words = words;
   return bytes;

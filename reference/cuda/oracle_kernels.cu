@@ -119,7 +119,7 @@ int budget_split_rows_per_block(int d, int dv) {
 int64_t budget_split_words(int64_t n_k) { return (n_k + kChunk - 1) / kChunk; }
 size_t budget_split_bytes_per_row(int64_t n_k) {
   return size_t(n_k) * kSplitWeightBytes + 2 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
-         sizeof(RowTerms);
+         size_t(budget_split_words(n_k)) * sizeof(double) + sizeof(RowTerms);
 }
 
 cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,

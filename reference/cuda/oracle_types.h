@@ -135,6 +135,7 @@ struct BudgetWeights {
   float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only)
   unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
   unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)
+  double* tile_max;   // [slots * words]: the weights kernel's scratch, each tile's largest score in tile order
   RowTerms* rows;     // [slots]
   const float* v32;   // [B * Hkv * Nk * dv]: V's stored values as fp32 (exact; launch_stored_v)
   int64_t slots, words;
