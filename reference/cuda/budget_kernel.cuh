@@ -556,14 +556,17 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
           const double eta = e * (1 + 1e-6);
           const budget::EtaExp ex = budget::eta_exp(eta);
+          // A key of an ordinary row is flagged by no `underflow`, which it skips (budget_terms.h).
           const budget::Underflow uf =
-              budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
+              E * ex.em >= bp.underflow_clear * eK
+                  ? budget::Underflow{0.0, 0.0}
+                  : budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
           const budget::WeightInterval wi = budget::weight_interval(E, ex, bp.uP, uf, bp.l_fp32);
           sumE += E;
           den += wi.den;
           lhi += wi.lhi;
           p_sub = E * ex.em * bp.S < bp.mn_p;
-          if (p_sub) excess_l = fmax(excess_l, fmax(wi.whi, bp.mn_p / bp.S));
+          if (p_sub) excess_l = budget::max2(excess_l, budget::max2(wi.whi, bp.p_floor));  // std::max, as on the CPU
           const double ep = E * ex.ep;
           add_key_sums(key_sums, wi.err_c, wi.err_c_det, ep);
           eta_w = fmax(eta_w, eta);
