@@ -11,9 +11,10 @@
 //      interval (a lane per key) and per column the centred sums (a lane per column).
 // With the score cache (BudgetIn::scores) filled by the score kernel (score_kernel.cuh, every recipe but
 // tf32's operand term) all three sweeps read each key's score, R and operand error from it; with a cache
-// and no score kernel, sweep 1 stores them and the other sweeps read them back: a score costs one shared-memory load of K per multiply-add, and every row
-// reads every key, so recomputing them twice was most of the shared-memory traffic; the cache's values are
-// the very doubles sweep 1 computed, so the budget is the same bit for bit.
+// and no score kernel, sweep 1 stores them and the other sweeps read them back: a score costs one
+// shared-memory load of K per multiply-add, and every row reads every key, so recomputing them twice was
+// most of the shared-memory traffic; the cache's values are the very doubles sweep 1 computed, so the
+// budget is the same bit for bit.
 // Sums run in another order than on the CPU (lanes, then a warp reduction), which moves a bound by a few
 // units of double rounding: tests/gpu/oracle_agreement_test.cpp holds the two budgets to 1e-9.
 #pragma once

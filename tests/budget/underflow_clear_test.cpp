@@ -1,8 +1,8 @@
 // The budget's underflow shortcut (reference/budget_terms.h underflow_clear_factor, by which the GPU
 // weights kernel skips a division per key): no product E e^-eta at or above fl(f eK) is flagged by
 // `underflow`, over the thresholds the budget makes (2^-124 and above) and common factors eK from 1 to
-// 2^60, for products at, just above and just below that value and far above it. The control: f = thresh
-// itself lets some flagged product through, so the check can fail.
+// 2^60, for products at it, up to eight ulps above it and far above it (and 2^-20 below it, which are
+// flagged). The control: f = thresh itself lets some flagged product through, so the check can fail.
 #include <gtest/gtest.h>
 
 #include <cmath>
