@@ -98,20 +98,22 @@ FC_HOST_DEVICE inline EtaExp eta_exp(double eta) {
 struct Underflow {
   double zeta, zeta_l;
 };
+// A key is flagged when fl(a / eK) < thresh, a = E e^-eta. Most keys are far above it, and a product
+// a >= fl(fl(thresh kUnderflowClear) eK) cannot be flagged, so they skip the division (a sixth of the GPU
+// weights kernel's float64 work per key had been it): with thresh normal (>= 2^-124, error_budget.cpp) and
+// eK = e^{sigma eps} >= 1 that product is at least thresh eK (1 + 2^-40)(1 - 2^-53)^2 (an overflow to +inf
+// only makes it larger), so fl(a / eK) >= thresh (1 + 2^-40)(1 - 2^-53)^3 > thresh. A NaN a or eK fails the
+// comparison and takes the division. The flag is the division's, bit for bit.
+inline constexpr double kUnderflowClear = 1 + 0x1p-40;
 FC_HOST_DEVICE inline Underflow underflow(double E, const EtaExp& x, double eK, double thresh, double theta_abs,
                                           double theta_ftz, double uP, bool enabled) {
-  const bool flagged = enabled && E * x.em / eK < thresh;
+  const double a = E * x.em;
+  if (!enabled || a >= thresh * kUnderflowClear * eK) return {0.0, 0.0};
+  const bool flagged = a / eK < thresh;
   const double val = E * x.ep * eK;
   if (!flagged) return {0.0, 0.0};
   return {min2(val * (1 + uP), theta_abs * eK), min2(val, theta_ftz * eK)};
 }
-// The factor f of thresh for which no product a = E * x.em >= f * eK is flagged by `underflow`, so that a
-// key of an ordinary row skips its division (the GPU weights kernel). With thresh normal (>= 2^-124,
-// error_budget.cpp) and eK = e^{sigma eps} >= 1, f = fl(thresh (1 + 2^-40)) and c = fl(f eK) are at least
-// thresh eK (1 + 2^-40)(1 - 2^-53)^2 (an overflow to +inf only makes c larger), and a >= c gives
-// fl(a / eK) >= thresh (1 + 2^-40)(1 - 2^-53)^3 > thresh. A NaN a or eK fails the comparison and takes
-// `underflow` itself.
-FC_HOST_DEVICE inline double underflow_clear_factor(double thresh) { return thresh * (1 + 0x1p-40); }
 
 // §3.6 The score-dependent weight interval, per key: the upper weight, the contribution to the lower
 // bound of l (den), the centred weight error (err_c, and its deterministic part err_c_det), and the

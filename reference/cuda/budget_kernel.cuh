@@ -557,11 +557,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
           const double eta = e * (1 + 1e-6);
           const budget::EtaExp ex = budget::eta_exp(eta);
-          // A key of an ordinary row is flagged by no `underflow`, which it skips (budget_terms.h).
           const budget::Underflow uf =
-              E * ex.em >= bp.underflow_clear * eK
-                  ? budget::Underflow{0.0, 0.0}
-                  : budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
+              budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
           const budget::WeightInterval wi = budget::weight_interval(E, ex, bp.uP, uf, bp.l_fp32);
           sumE += E;
           den += wi.den;

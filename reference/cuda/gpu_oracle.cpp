@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "reference/budget_terms.h"
 #include "reference/cuda/oracle_types.h"
 #include "reference/formats.h"
 #include "reference/gpu_oracle.h"
@@ -92,7 +91,7 @@ BudgetParams params_of(const BudgetConstants& k, bool merge_max) {
   b.mn_op = k.mn_op, b.mn_p = k.mn_p, b.trunc_step = k.trunc_step, b.step = k.step, b.eps_s = k.eps_s, b.abs_s = k.abs_s;
   b.sigma = k.sigma, b.sgn = k.sgn, b.c32 = k.c32, b.eps_fin = k.eps_fin, b.u_out = k.u_out, b.out_abs = k.out_abs;
   b.lambda = kProbabilisticLambda;
-  b.underflow_clear = budget::underflow_clear_factor(b.thresh), b.p_floor = b.mn_p / b.S;
+  b.p_floor = b.mn_p / b.S;
   b.merge_max = merge_max;
   b.tile_div = make_fast_div(uint32_t(b.tile_n));
   b.block_div = make_fast_div(uint32_t(b.tc ? b.block : 1));

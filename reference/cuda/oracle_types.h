@@ -84,7 +84,7 @@ struct BudgetParams {
   int block;              // the block-FMA model's b
   double uP, S, theta_ftz, theta_abs, thresh, mn_op, mn_p, trunc_step, step, eps_s, abs_s;
   double sigma, sgn, c32, eps_fin, u_out, out_abs, lambda;
-  double underflow_clear, p_floor;  // budget::underflow_clear_factor(thresh); mn_p / S (the excess's floor)
+  double p_floor;         // mn_p / S, the excess's floor, once per launch instead of once per key
   bool merge_max;         // take the elementwise max with what is already in the outputs
   // x / tile_n and x / (tc ? block : 1) for a key offset x < 2^31 (the oracle refuses N_k >= 2^31).
   FastDiv tile_div, block_div;
