@@ -221,8 +221,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // fill is unsigned), and no operand error (plane 2 is the budget's own first sweep's, tf32 only).
   const bool filled = in.scores_filled;
   const double z_sign = filled ? in.z_sign : 1.0;
+  auto filled_score = [&](int64_t j) { return KeyScore{z_sign * cache_z[j], cache_R[j], 0.0}; };
   auto cached_score = [&](int64_t j) {
-    return KeyScore{z_sign * cache_z[j], cache_R[j], filled ? 0.0 : cache_op[j]};
+    return filled ? filled_score(j) : KeyScore{cache_z[j], cache_R[j], cache_op[j]};
   };
 
   // Sweep 1: z_max, R_max, eps_max, V_max, n.
@@ -307,7 +308,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       const int64_t j = j0 + lane;
       Ahead a{j < br.hi && sees(j), {0.0, 0.0, 0.0}, 0.0};
       if (a.vis) {
-        a.k = {z_sign * cache_z[j], cache_R[j], 0.0};  // cached_score(j): filled, so no operand error
+        a.k = filled_score(j);
         a.vm = in.key_vmax[kv0 + j];
       }
       return a;
@@ -371,7 +372,6 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       const int64_t j = j0 + lane;
       return cached && j < br.hi && sees(j) ? cache_z[j] : 0.0;
     };
-    auto close_all_lanes = [&](double tm) { close_tile(tm); };
     double z_next = cached_z(chunk_floor(br.lo));
     for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk) {
       const int nc = int(min(int64_t(kChunk), br.hi - j0));
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       if (!visible_lanes) continue;
       const double z = !vis ? 0.0 : cached ? z_sign * z_cached : key_z(s, bp, qs, kT, lane);
       if (aligned) {
-        aligned_chunk(j0, vis, visible_lanes, z, close_all_lanes);
+        aligned_chunk(j0, vis, visible_lanes, z, close_tile);
         continue;
       }
       wk.z[lane] = z;

@@ -41,8 +41,9 @@ __host__ __device__ constexpr size_t budget_sums_smem(int rows, int cols) { retu
 
 // Blocks: the weights kernel's block of rows x / groups, column group x % groups (the groups of one block
 // of rows run side by side and share its weights in L2). Four blocks of 4 warps an SM (128 registers; the
-// single kernel ran 8 warps; the four-column copy at three blocks, without spills, was slower on the H200); each chunk's V and weights are copied asynchronously while the
-// chunk before is summed (read synchronously, the loads' latency was 43 % of the kernel's stalls).
+// single kernel ran 8 warps; the four-column copy at three blocks, without spills, was slower on the
+// H200); each chunk's V and weights are copied asynchronously while the chunk before is summed (read
+// synchronously, the loads' latency was 43 % of the kernel's stalls).
 template <bool kLFp32, int kCols>
 __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     budget_sums_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts, int groups) {
