@@ -9,10 +9,13 @@
 // between the knots, sum_{lo <= V[j, c] <= hi} W1[i, j]. Only those keys make the interpolation exceed the exact
 // sum, each by at most (hi - lo) / 2, so that times (hi - lo) / 2 certifies the excess, and an element where it
 // passes --tol of the bound would take the exact per-key loop instead. The products run on the fp16 tensor cores
-// (mma.sync m16n8k16, fp32 accumulation) with W scaled per row and |V - t| per column into fp16's range, both
-// rounded up, and the result is made an upper bound by the accumulation's model (docs/error-analysis.md §3.2: a
-// 16-product step truncates, losing at most eps_step (|c| + sum |a b|), eps_step = 17 2^-25 + 2^-23) over chains of
-// kSplitKeys keys, whose results are added in double.
+// (mma.sync m16n8k16, fp32 accumulation). Their operands are fp16 in device memory, as a weights kernel would
+// write them: W scaled per row into fp16's range and rounded up, V scaled per column; a block stages each chunk
+// of keys in shared memory by cp.async while it sums the one before, and makes |V - t| and the bracket's
+// indicator in fp16 arithmetic (|V - t| rounded to nearest: u = 2^-11 relative, 2^-25 absolute). The result is
+// made an upper bound by that and by the accumulation's model (docs/error-analysis.md §3.2: a 16-product step
+// truncates, losing at most eps_step (|c| + sum |a b|), eps_step = 17 2^-25 + 2^-23) over chains of kSplitKeys
+// keys, whose results are added in double.
 //
 // A rate and tightness probe for that design, not the budget: the inputs are made on the device (scores
 // N(0, sd^2), P their softmax per row, W1 = P (2^-8 + 10^-5), W2 = P 10^-5 (1 + |s| / 8), V bf16 N(0, 1), O = P V),
@@ -38,6 +41,9 @@ namespace {
 constexpr int kSplitKeys = 1024;  // keys per accumulation chain (64 steps of 16)
 constexpr int kColsPerWarp = 64;  // 8 n-tiles of 8 columns
 constexpr int kWarps = 4;         // a block: 64 rows (a 16-row tile a warp) by 64 columns
+constexpr int kChunkKeys = 64;    // keys a block stages at a time
+constexpr int kPitch = kChunkKeys / 2 + 4;  // 32-bit words a staged row (two fp16 each), padded
+constexpr size_t kSmemBytes = 2 * (kColsPerWarp + kWarps * 2 * 16) * kPitch * 4;
 
 #define CHECK(x)                                                                      \
   do {                                                                                \
@@ -124,8 +130,9 @@ __global__ void make_o(int n, int dv, const float* W1, const float* V, float* O)
   for (int c = lane, k = 0; c < dv; c += 32, ++k) O[i * dv + c] = float(acc[k]);
 }
 
-// Vt[c][j] = V[j][c] rc[c], rc[c] the power of two that keeps |V - t| <= 2 max_j |V[j][c]| below 2^15.
-__global__ void make_vt(int n, int dv, const float* V, float* Vt, float* rc) {
+// rc[c]: the power of two that keeps |V - t| <= 2 max_j |V[j][c]| (the knots lie among the O, within V's range)
+// below 2^15.
+__global__ void column_scales(int n, int dv, const float* V, float* rc) {
   const int c = blockIdx.x;
   float mx = 0;
   for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, fabsf(V[int64_t(j) * dv + c]));
@@ -135,18 +142,29 @@ __global__ void make_vt(int n, int dv, const float* V, float* Vt, float* rc) {
   __syncthreads();
   if (threadIdx.x < 32) {
     mx = warp_max(threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f);
-    if (threadIdx.x == 0) red[0] = fp16_scale(2 * mx);
+    if (threadIdx.x == 0) rc[c] = fp16_scale(2 * mx);
   }
-  __syncthreads();
-  const float r = red[0];
-  if (threadIdx.x == 0) rc[c] = r;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) Vt[int64_t(c) * n + j] = V[int64_t(j) * dv + c] * r;
 }
 
-// Two non-negative fp32 values rounded up to fp16 (so each operand is at or above its value), as an mma register.
-__device__ __forceinline__ uint32_t pack_up(float lo, float hi) {
-  const __half2 h = __halves2half2(__float2half_ru(lo), __float2half_ru(hi));
-  return *reinterpret_cast<const uint32_t*>(&h);
+// The operands as the kernel reads them, made once (a weights kernel would write them so): W scaled per row
+// and rounded up to fp16, V scaled per column (a power of two, so bf16's values stay exact in fp16's normal
+// range; a subnormal one rounds to nearest, within 2^-25) and transposed.
+__global__ void make_operands(int n, int dv, const float* W1, const float* W2, const float* sc1, const float* sc2,
+                              const float* V, const float* rc, __half* W1h, __half* W2h, __half* Vth) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * n; x += stride) {
+    W1h[x] = __float2half_ru(W1[x] * sc1[x / n]);
+    W2h[x] = __float2half_ru(W2[x] * sc2[x / n]);
+  }
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * dv; x += stride) {
+    const int64_t c = x / n, j = x % n;
+    Vth[x] = __float2half_rn(V[j * dv + c] * rc[c]);
+  }
+}
+
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -162,17 +180,17 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
 // t = lane % 4: the m16n8k16 fragments). partial: [split][5][row][col] (F1 at lo, F1 at hi, F2 at lo, F2 at hi,
 // the bracket's W1); knots: [16-row tile][2][col], unscaled.
 constexpr int kSums = 5;
-__global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const float* W1, const float* W2,
-                                                           const float* sc1, const float* sc2, const float* Vt,
-                                                           const float* rc, const float* O, float* partial,
-                                                           float* knots) {
+__global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const __half* W1h, const __half* W2h,
+                                                           const __half* Vth, const float* rc, const float* O,
+                                                           float* partial, float* knots) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tile = blockIdx.x * kWarps + warp;
   const int64_t i0 = int64_t(tile) * 16;
   const int c0 = blockIdx.y * kColsPerWarp;
   const int split = blockIdx.z;
-  // This lane's B columns (c0 + 8 nt + g): the knots over the tile's O, scaled by the column's rc.
-  float tlo[8], thi[8];
+  // This lane's B columns (c0 + 8 nt + g): the knots over the tile's O, scaled by the column's rc into fp16,
+  // lo rounded down and hi up so that they still hold every O of the tile between them.
+  __half2 tlo[8], thi[8];
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int c = c0 + 8 * nt + g;
@@ -182,13 +200,13 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
       lo = fminf(lo, o);
       hi = fmaxf(hi, o);
     }
+    const __half lh = __float2half_rd(lo * rc[c]), hh = __float2half_ru(hi * rc[c]);
     if (split == 0 && t == 0) {
-      knots[(int64_t(tile) * 2 + 0) * dv + c] = lo;
-      knots[(int64_t(tile) * 2 + 1) * dv + c] = hi;
+      knots[(int64_t(tile) * 2 + 0) * dv + c] = __half2float(lh) / rc[c];
+      knots[(int64_t(tile) * 2 + 1) * dv + c] = __half2float(hh) / rc[c];
     }
-    tlo[nt] = lo * rc[c], thi[nt] = hi * rc[c];
+    tlo[nt] = __half2half2(lh), thi[nt] = __half2half2(hh);
   }
-  const float s1_lo = sc1[i0 + g], s1_hi = sc1[i0 + g + 8], s2_lo = sc2[i0 + g], s2_hi = sc2[i0 + g + 8];
   float acc[kSums][8][4];
 #pragma unroll
   for (int m = 0; m < kSums; ++m)
@@ -196,42 +214,64 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[m][nt][e] = 0;
-  const float* w1_lo = W1 + (i0 + g) * n;
-  const float* w1_hi = W1 + (i0 + g + 8) * n;
-  const float* w2_lo = W2 + (i0 + g) * n;
-  const float* w2_hi = W2 + (i0 + g + 8) * n;
+  // Chunks of kChunkKeys keys into shared memory by cp.async, the next one's while this one's are summed: the
+  // block's 64 columns of V (every warp's B) and each warp's 16 rows of W1 and W2, rows padded to kPitch
+  // 32-bit words so that a fragment's eight rows (or columns) fall in distinct banks.
+  extern __shared__ uint32_t smem[];
+  uint32_t* vs = smem;                                 // [2][64 columns][kPitch]
+  uint32_t* as = smem + 2 * kColsPerWarp * kPitch;     // [2][kWarps][2 sums][16 rows][kPitch]
+  auto a_at = [&](int buf, int wp, int m, int r) { return as + (((buf * kWarps + wp) * 2 + m) * 16 + r) * kPitch; };
   const int64_t kb = int64_t(split) * kSplitKeys, ke = min(kb + kSplitKeys, int64_t(n));
-  constexpr uint32_t kOnes = 0x3c003c00u;  // two fp16 ones
-  for (int64_t j = kb; j < ke; j += 16) {
-    const int64_t a = j + 2 * t;
-    uint32_t A1[4], A2[4];
-    {
-      const float2 x0 = *reinterpret_cast<const float2*>(w1_lo + a), x1 = *reinterpret_cast<const float2*>(w1_hi + a);
-      const float2 x2 = *reinterpret_cast<const float2*>(w1_lo + a + 8), x3 = *reinterpret_cast<const float2*>(w1_hi + a + 8);
-      A1[0] = pack_up(x0.x * s1_lo, x0.y * s1_lo), A1[1] = pack_up(x1.x * s1_hi, x1.y * s1_hi);
-      A1[2] = pack_up(x2.x * s1_lo, x2.y * s1_lo), A1[3] = pack_up(x3.x * s1_hi, x3.y * s1_hi);
-      const float2 y0 = *reinterpret_cast<const float2*>(w2_lo + a), y1 = *reinterpret_cast<const float2*>(w2_hi + a);
-      const float2 y2 = *reinterpret_cast<const float2*>(w2_lo + a + 8), y3 = *reinterpret_cast<const float2*>(w2_hi + a + 8);
-      A2[0] = pack_up(y0.x * s2_lo, y0.y * s2_lo), A2[1] = pack_up(y1.x * s2_hi, y1.y * s2_hi);
-      A2[2] = pack_up(y2.x * s2_lo, y2.y * s2_lo), A2[3] = pack_up(y3.x * s2_hi, y3.y * s2_hi);
+  auto load = [&](int64_t j0, int buf) {
+    // V: 64 columns x kChunkKeys keys = 64 x 8 pieces of 16 bytes.
+    for (int x = threadIdx.x; x < kColsPerWarp * kChunkKeys / 8; x += blockDim.x) {
+      const int c = x / (kChunkKeys / 8), p = x % (kChunkKeys / 8);
+      cp_async_16(vs + (buf * kColsPerWarp + c) * kPitch + 4 * p, Vth + int64_t(c0 + c) * n + j0 + 8 * p);
     }
+    // W: kWarps x 2 sums x 16 rows x 8 pieces.
+    for (int x = threadIdx.x; x < kWarps * 2 * 16 * (kChunkKeys / 8); x += blockDim.x) {
+      const int p = x % (kChunkKeys / 8), r = x / (kChunkKeys / 8) % 16, m = x / (kChunkKeys / 8) / 16 % 2,
+                wp = x / (kChunkKeys / 8) / 32;
+      const __half* src = (m ? W2h : W1h) + (int64_t(blockIdx.x) * kWarps * 16 + wp * 16 + r) * n + j0 + 8 * p;
+      cp_async_16(a_at(buf, wp, m, r) + 4 * p, src);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  load(kb, 0);
+  int buf = 0;
+  for (int64_t j0 = kb; j0 < ke; j0 += kChunkKeys, buf ^= 1) {
+    if (j0 + kChunkKeys < ke) load(j0 + kChunkKeys, buf ^ 1);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    __syncthreads();
+    const uint32_t* a1 = a_at(buf, warp, 0, 0);
+    const uint32_t* a2 = a_at(buf, warp, 1, 0);
+    const uint32_t* v = vs + buf * kColsPerWarp * kPitch;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float* vt = Vt + int64_t(c0 + 8 * nt + g) * n + a;
-      const float2 v0 = *reinterpret_cast<const float2*>(vt), v8 = *reinterpret_cast<const float2*>(vt + 8);
-      const float lo = tlo[nt], hi = thi[nt];
-      uint32_t b0 = pack_up(fabsf(v0.x - lo), fabsf(v0.y - lo)), b1 = pack_up(fabsf(v8.x - lo), fabsf(v8.y - lo));
-      mma(acc[0][nt], A1, b0, b1);
-      mma(acc[2][nt], A2, b0, b1);
-      b0 = pack_up(fabsf(v0.x - hi), fabsf(v0.y - hi)), b1 = pack_up(fabsf(v8.x - hi), fabsf(v8.y - hi));
-      mma(acc[1][nt], A1, b0, b1);
-      mma(acc[3][nt], A2, b0, b1);
-      // The bracket's indicator: fp16 ones where lo <= v <= hi (V and the knots are scaled alike).
-      auto in = [&](float v) { return lo <= v && v <= hi; };
-      b0 = kOnes & ((in(v0.x) ? 0xffffu : 0u) | (in(v0.y) ? 0xffff0000u : 0u));
-      b1 = kOnes & ((in(v8.x) ? 0xffffu : 0u) | (in(v8.y) ? 0xffff0000u : 0u));
-      mma(acc[4][nt], A1, b0, b1);
+    for (int k = 0; k < kChunkKeys / 16; ++k) {
+      const int w = 8 * k + t;  // the word of keys 16 k + 2 t, + 1
+      const uint32_t A1[4] = {a1[g * kPitch + w], a1[(g + 8) * kPitch + w], a1[g * kPitch + w + 4],
+                              a1[(g + 8) * kPitch + w + 4]};
+      const uint32_t A2[4] = {a2[g * kPitch + w], a2[(g + 8) * kPitch + w], a2[g * kPitch + w + 4],
+                              a2[(g + 8) * kPitch + w + 4]};
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const uint32_t* vc = v + (8 * nt + g) * kPitch + w;
+        const __half2 v0 = *reinterpret_cast<const __half2*>(vc), v8 = *reinterpret_cast<const __half2*>(vc + 4);
+        auto word = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
+        // |v - t| in fp16, rounded to nearest (finalize_kernel inflates for it).
+        const uint32_t l0 = word(__habs2(__hsub2(v0, tlo[nt]))), l8 = word(__habs2(__hsub2(v8, tlo[nt])));
+        const uint32_t h0 = word(__habs2(__hsub2(v0, thi[nt]))), h8 = word(__habs2(__hsub2(v8, thi[nt])));
+        mma(acc[0][nt], A1, l0, l8);
+        mma(acc[2][nt], A2, l0, l8);
+        mma(acc[1][nt], A1, h0, h8);
+        mma(acc[3][nt], A2, h0, h8);
+        // The bracket's indicator: fp16 ones where lo <= v <= hi.
+        mma(acc[4][nt], A1, word(__hmul2(__hle2(tlo[nt], v0), __hle2(v0, thi[nt]))),
+            word(__hmul2(__hle2(tlo[nt], v8), __hle2(v8, thi[nt]))));
+      }
     }
+    __syncthreads();  // this buffer is read before the next chunk's copies overwrite it
   }
 #pragma unroll
   for (int m = 0; m < kSums; ++m)
@@ -253,23 +293,28 @@ __global__ void finalize_kernel(int n, int dv, int splits, const float* partial,
   if (x >= int64_t(n) * dv) return;
   const int64_t row = x / dv;
   const int col = int(x % dv);
-  // A chain of kSplitKeys / 16 truncating steps from 0 is at least (1 - eps)^steps the sum of its exact products;
-  // |v - t| in fp32 rounds to nearest before it is rounded up to fp16 (2^-24 relative); the doubles' roundings.
-  const double eps = 17 * 0x1p-25 + 0x1p-23;
-  const double up = pow(1 - eps, -double(kSplitKeys / 16)) * (1 + 0x1p-23) * (1 + 1e-12);
+  // A chain of kSplitKeys / 16 truncating steps from 0 is at least (1 - eps)^steps the sum of its exact
+  // products. Each |v - t| was rounded to nearest in fp16 (u relative, or delta absolute below fp16's normal
+  // range, as V itself may have been), so the exact one is at most (it + 2 delta) / (1 - u), and the weights,
+  // rounded up, sum to at most n 2^15 a row: the exact sum is at most (chains + 2 delta n 2^15) / (1 - u). The
+  // indicator is exact; a key whose V rounded across a knot (within delta of it) is left out of the bracket's
+  // weight, and its excess is at most 2 delta / rc its weight. Then the doubles' roundings.
+  const double eps = 17 * 0x1p-25 + 0x1p-23, u = 0x1p-11, delta = 0x1p-25;
+  const double chain = pow(1 - eps, -double(kSplitKeys / 16)) * (1 + 1e-12);
+  const double w_sum = double(n) * 0x1p15;  // scaled
   const double o = O[x];
   const double lo = knots[((row / 16) * 2 + 0) * dv + col], hi = knots[((row / 16) * 2 + 1) * dv + col];
   double F[kSums];
   for (int m = 0; m < kSums; ++m) {
     double f = 0;
     for (int s = 0; s < splits; ++s) f += double(partial[((int64_t(s) * kSums + m) * n + row) * dv + col]);
-    const double scale = double(m < 2 || m == 4 ? sc1[row] : sc2[row]) * (m == 4 ? 1.0 : double(rc[col]));
-    F[m] = f * up / scale;
+    const double sc = double(m < 2 || m == 4 ? sc1[row] : sc2[row]);
+    F[m] = m == 4 ? f * chain / sc : (f * chain + 2 * delta * w_sum) / (1 - u) / (sc * rc[col]);
   }
   const double lam = hi > lo ? (o - lo) / (hi - lo) : 0.0;
   for (int m = 0; m < 2; ++m)
     bound[(int64_t(m) * n + row) * dv + col] = ((1 - lam) * F[2 * m] + lam * F[2 * m + 1]) * (1 + 1e-12);
-  excess[x] = (hi - lo) / 2 * F[4];
+  excess[x] = ((hi - lo) / 2 * F[4] + 2 * delta / rc[col] * w_sum / sc1[row]) * (1 + 1e-12);
 }
 
 // The exact sums of the check rows, in double: exact[m][r][col] (m = 0, 1), and the interpolation of the exact
@@ -298,11 +343,12 @@ __global__ void exact_kernel(int n, int dv, int rows, const float* W1, const flo
   }
 }
 
-float run_knots(int n, int dv, int heads, int reps, const float* W1, const float* W2, const float* sc1, const float* sc2,
-                const float* Vt, const float* rc, const float* O, float* partial, float* knots, double* bound,
-                double* excess) {
+float run_knots(int n, int dv, int heads, int reps, const __half* W1h, const __half* W2h, const float* sc1,
+                const float* sc2, const __half* Vth, const float* rc, const float* O, float* partial, float* knots,
+                double* bound, double* excess) {
   const int splits = (n + kSplitKeys - 1) / kSplitKeys;
   const dim3 grid(n / (16 * kWarps), dv / kColsPerWarp, splits);
+  CHECK(cudaFuncSetAttribute(knot_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
@@ -310,7 +356,7 @@ float run_knots(int n, int dv, int heads, int reps, const float* W1, const float
   for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
     CHECK(cudaEventRecord(a));
     for (int h = 0; h < heads; ++h) {
-      knot_kernel<<<grid, 32 * kWarps>>>(n, dv, W1, W2, sc1, sc2, Vt, rc, O, partial, knots);
+      knot_kernel<<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W1h, W2h, Vth, rc, O, partial, knots);
       finalize_kernel<<<unsigned((int64_t(n) * dv + 255) / 256), 256>>>(n, dv, splits, partial, knots, sc1, sc2, rc, O,
                                                                         bound, excess);
     }
@@ -357,14 +403,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int splits = n / kSplitKeys;
-  float *W1, *W2, *sc1, *sc2, *V, *Vt, *rc, *O, *partial, *knots;
+  float *W1, *W2, *sc1, *sc2, *V, *rc, *O, *partial, *knots;
+  __half *W1h, *W2h, *Vth;
   double *bound, *excess, *exact;
   CHECK(cudaMalloc(&W1, size_t(n) * n * 4));
   CHECK(cudaMalloc(&W2, size_t(n) * n * 4));
   CHECK(cudaMalloc(&sc1, size_t(n) * 4));
   CHECK(cudaMalloc(&sc2, size_t(n) * 4));
   CHECK(cudaMalloc(&V, size_t(n) * dv * 4));
-  CHECK(cudaMalloc(&Vt, size_t(n) * dv * 4));
+  CHECK(cudaMalloc(&W1h, size_t(n) * n * 2));
+  CHECK(cudaMalloc(&W2h, size_t(n) * n * 2));
+  CHECK(cudaMalloc(&Vth, size_t(n) * dv * 2));
   CHECK(cudaMalloc(&rc, size_t(dv) * 4));
   CHECK(cudaMalloc(&O, size_t(n) * dv * 4));
   CHECK(cudaMalloc(&partial, size_t(splits) * kSums * n * dv * 4));
@@ -375,9 +424,10 @@ int main(int argc, char** argv) {
   make_weights<<<(n + 7) / 8, 256>>>(n, sd, W1, W2, sc1, sc2);
   make_v<<<1024, 256>>>(n, dv, V);
   make_o<<<(n + 7) / 8, 256>>>(n, dv, W1, V, O);
-  make_vt<<<dv, 1024>>>(n, dv, V, Vt, rc);
+  column_scales<<<dv, 1024>>>(n, dv, V, rc);
+  make_operands<<<4096, 256>>>(n, dv, W1, W2, sc1, sc2, V, rc, W1h, W2h, Vth);
   CHECK(cudaDeviceSynchronize());
-  const float ms = run_knots(n, dv, heads, reps, W1, W2, sc1, sc2, Vt, rc, O, partial, knots, bound, excess);
+  const float ms = run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, partial, knots, bound, excess);
   exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, V, O, knots, exact);
   CHECK(cudaDeviceSynchronize());
 
