@@ -20,7 +20,9 @@
 // A rate and tightness probe for that design, not the budget: the inputs are made on the device (scores
 // N(0, sd^2), P their softmax per row, W1 = P (2^-8 + 10^-5), W2 = P 10^-5 (1 + |s| / 8), V bf16 N(0, 1), O = P V),
 // all heads share one head's data, and the exact sums are computed in double for --check rows.
-// Usage: knot_sums_rate [--n 16384] [--dv 128] [--heads 16] [--check 256] [--sd 1] [--reps 3] [--tol 1e-3]
+// --heavy H sums each row's H heaviest keys exactly instead (their weights 0 in the products); the selection is
+// not timed.
+// Usage: knot_sums_rate [--n 16384] [--dv 128] [--heads 16] [--check 256] [--sd 1] [--reps 3] [--tol 1e-3] [--heavy 0]
 // Prints the device time of the knot kernels for --heads heads (CUDA events, median of --reps), the share of elements
 // whose certified interpolation excess may pass --tol of their bound, and bound / exact over the check rows.
 #include <cuda_bf16.h>
@@ -173,6 +175,45 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Each row's `heavy` largest W1 (a non-negative float orders as its bits; ties at the threshold in key order),
+// for the exact part: one warp a row, a binary search for the threshold, then the keys above it and at it.
+__global__ void select_heavy(int n, int heavy, const float* W1, int* idx) {
+  const int64_t i = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n) return;
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(W1 + i * n);
+  auto count_at_least = [&](uint32_t tau) {
+    int c = 0;
+    for (int j = lane; j < n; j += 32) c += w[j] >= tau;
+    for (int o = 16; o; o /= 2) c += __shfl_xor_sync(0xffffffffu, c, o);
+    return c;
+  };
+  uint32_t lo = 0, hi = 0x7f800001u;  // count_at_least(lo) >= heavy > count_at_least(hi)
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (count_at_least(mid) >= heavy) lo = mid;
+    else hi = mid;
+  }
+  int taken = 0;
+  for (int pass = 0; pass < 2 && taken < heavy; ++pass)
+    for (int j0 = 0; j0 < n && taken < heavy; j0 += 32) {
+      const int j = j0 + lane;
+      const bool take = j < n && (pass == 0 ? w[j] > lo : w[j] == lo);
+      const unsigned b = __ballot_sync(0xffffffffu, take);
+      const int at = taken + __popc(b & ((1u << lane) - 1u));
+      if (take && at < heavy) idx[i * heavy + at] = j;
+      taken += __popc(b);
+    }
+}
+// The heavy keys leave the products: their fp16 weights become 0.
+__global__ void drop_heavy(int n, int heavy, const int* idx, __half* W1h, __half* W2h) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= int64_t(n) * heavy) return;
+  const int64_t j = idx[x], i = x / heavy;
+  W1h[i * n + j] = __float2half(0.f);
+  W2h[i * n + j] = __float2half(0.f);
+}
+
 // The knot sums of one split of the keys, two knots a column per 16 rows (lo and hi, the tile's O range), and
 // the bracket's weight sum_{j: V[j, c] in [lo, hi]} W1[i, j], which bounds what the interpolation adds: for o and v
 // in [lo, hi] the interpolated |v - o| exceeds it by at most (hi - lo) / 2, and by nothing for v outside.
@@ -288,7 +329,8 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
 // Per element: each sum from its chains (upper bounds in double), unscaled, then the interpolation at O, and
 // the interpolation's excess bound (hi - lo) / 2 times the bracket's W1. bound: [m][row][col]; excess: [row][col].
 __global__ void finalize_kernel(int n, int dv, int splits, const float* partial, const float* knots, const float* sc1,
-                                const float* sc2, const float* rc, const float* O, double* bound, double* excess) {
+                                const float* sc2, const float* rc, const float* O, int heavy, const int* idx,
+                                const float* W1, const float* W2, const float* V, double* bound, double* excess) {
   const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= int64_t(n) * dv) return;
   const int64_t row = x / dv;
@@ -311,16 +353,25 @@ __global__ void finalize_kernel(int n, int dv, int splits, const float* partial,
     const double sc = double(m < 2 || m == 4 ? sc1[row] : sc2[row]);
     F[m] = m == 4 ? f * chain / sc : (f * chain + 2 * delta * w_sum) / (1 - u) / (sc * rc[col]);
   }
+  // The heavy keys, left out of the products, exactly (in double, within 10^-12).
+  double exact[2] = {0, 0};
+  for (int h = 0; h < heavy; ++h) {
+    const int64_t j = idx[row * heavy + h];
+    const double d = fabs(double(V[j * dv + col]) - o);
+    exact[0] += double(W1[row * n + j]) * d;
+    exact[1] += double(W2[row * n + j]) * d;
+  }
   const double lam = hi > lo ? (o - lo) / (hi - lo) : 0.0;
   for (int m = 0; m < 2; ++m)
-    bound[(int64_t(m) * n + row) * dv + col] = ((1 - lam) * F[2 * m] + lam * F[2 * m + 1]) * (1 + 1e-12);
+    bound[(int64_t(m) * n + row) * dv + col] = ((1 - lam) * F[2 * m] + lam * F[2 * m + 1] + exact[m]) * (1 + 1e-12);
   excess[x] = ((hi - lo) / 2 * F[4] + 2 * delta / rc[col] * w_sum / sc1[row]) * (1 + 1e-12);
 }
 
 // The exact sums of the check rows, in double: exact[m][r][col] (m = 0, 1), and the interpolation of the exact
-// F1 at the knots, exact[2][r][col] (what the interpolation alone gives, for the excess certificate's check).
+// F1 at the knots, the heavy keys exact, exact[2][r][col] (what the interpolation alone gives, for the excess
+// certificate's check).
 __global__ void exact_kernel(int n, int dv, int rows, const float* W1, const float* W2, const float* V, const float* O,
-                             const float* knots, double* exact) {
+                             const float* knots, int heavy, const int* idx, double* exact) {
   const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (r >= rows) return;
   const int64_t i = int64_t(r) * (n / rows);
@@ -336,6 +387,13 @@ __global__ void exact_kernel(int n, int dv, int rows, const float* W1, const flo
       f_lo += w1 * fabs(v - lo);
       f_hi += w1 * fabs(v - hi);
     }
+    // The heavy keys are summed exactly, not interpolated.
+    for (int h = 0; h < heavy; ++h) {
+      const int64_t j = idx[i * heavy + h];
+      const double v = V[j * dv + c], w1 = W1[i * n + j];
+      f_lo += w1 * (fabs(v - o) - fabs(v - lo));
+      f_hi += w1 * (fabs(v - o) - fabs(v - hi));
+    }
     const double lam = hi > lo ? (o - lo) / (hi - lo) : 0.0;
     exact[(int64_t(0) * rows + r) * dv + c] = s1;
     exact[(int64_t(1) * rows + r) * dv + c] = s2;
@@ -344,8 +402,9 @@ __global__ void exact_kernel(int n, int dv, int rows, const float* W1, const flo
 }
 
 float run_knots(int n, int dv, int heads, int reps, const __half* W1h, const __half* W2h, const float* sc1,
-                const float* sc2, const __half* Vth, const float* rc, const float* O, float* partial, float* knots,
-                double* bound, double* excess) {
+                const float* sc2, const __half* Vth, const float* rc, const float* O, int heavy, const int* idx,
+                const float* W1, const float* W2, const float* V, float* partial, float* knots, double* bound,
+                double* excess) {
   const int splits = (n + kSplitKeys - 1) / kSplitKeys;
   const dim3 grid(n / (16 * kWarps), dv / kColsPerWarp, splits);
   CHECK(cudaFuncSetAttribute(knot_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
@@ -358,7 +417,7 @@ float run_knots(int n, int dv, int heads, int reps, const __half* W1h, const __h
     for (int h = 0; h < heads; ++h) {
       knot_kernel<<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W1h, W2h, Vth, rc, O, partial, knots);
       finalize_kernel<<<unsigned((int64_t(n) * dv + 255) / 256), 256>>>(n, dv, splits, partial, knots, sc1, sc2, rc, O,
-                                                                        bound, excess);
+                                                                        heavy, idx, W1, W2, V, bound, excess);
     }
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
@@ -374,7 +433,7 @@ float run_knots(int n, int dv, int heads, int reps, const __half* W1h, const __h
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 16384, dv = 128, heads = 16, check = 256, reps = 3;
+  int n = 16384, dv = 128, heads = 16, check = 256, reps = 3, heavy = 0;
   float sd = 1;
   double tol = 1e-3;
   for (int x = 1; x < argc; ++x) {
@@ -391,15 +450,16 @@ int main(int argc, char** argv) {
     else if (f == "--sd") sd = float(std::atof(v));
     else if (f == "--reps") reps = std::atoi(v);
     else if (f == "--tol") tol = std::atof(v);
+    else if (f == "--heavy") heavy = std::atoi(v);
     else {
       std::fprintf(stderr, "knot_sums_rate: unknown flag %s\n", f.c_str());
       return 2;
     }
   }
   if (n < kSplitKeys || n % kSplitKeys || dv < kColsPerWarp || dv % kColsPerWarp || dv > 256 || check < 1 || check > n ||
-      heads < 1 || reps < 1 || !(sd > 0) || !(tol > 0)) {
+      heads < 1 || reps < 1 || !(sd > 0) || !(tol > 0) || heavy < 0 || heavy > 256) {
     std::fprintf(stderr, "knot_sums_rate: --n a multiple of %d, --dv a multiple of %d up to 256, 1 <= --check <= n, "
-                 "positive --heads, --reps, --sd, --tol\n", kSplitKeys, kColsPerWarp);
+                 "positive --heads, --reps, --sd, --tol, 0 <= --heavy <= 256\n", kSplitKeys, kColsPerWarp);
     return 2;
   }
   const int splits = n / kSplitKeys;
@@ -426,9 +486,16 @@ int main(int argc, char** argv) {
   make_o<<<(n + 7) / 8, 256>>>(n, dv, W1, V, O);
   column_scales<<<dv, 1024>>>(n, dv, V, rc);
   make_operands<<<4096, 256>>>(n, dv, W1, W2, sc1, sc2, V, rc, W1h, W2h, Vth);
+  int* idx = nullptr;
+  if (heavy > 0) {
+    CHECK(cudaMalloc(&idx, size_t(n) * heavy * 4));
+    select_heavy<<<(n + 7) / 8, 256>>>(n, heavy, W1, idx);
+    drop_heavy<<<unsigned((int64_t(n) * heavy + 255) / 256), 256>>>(n, heavy, idx, W1h, W2h);
+  }
   CHECK(cudaDeviceSynchronize());
-  const float ms = run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, partial, knots, bound, excess);
-  exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, V, O, knots, exact);
+  const float ms = run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, heavy, idx, W1, W2, V, partial, knots, bound,
+                             excess);
+  exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, V, O, knots, heavy, idx, exact);
   CHECK(cudaDeviceSynchronize());
 
   std::vector<double> hb(size_t(2) * n * dv), hx(size_t(n) * dv), he(size_t(3) * check * dv);
@@ -438,9 +505,9 @@ int main(int argc, char** argv) {
   // An element whose certified excess passes tol of its bound would go to the exact per-key loop.
   size_t wide = 0;
   for (size_t x = 0; x < hx.size(); ++x) wide += !(hx[x] <= tol * hb[x]);
-  std::printf("(1, %d, %d, %d), scores N(0, %g^2): knot kernels %.2f ms for %d heads (median of %d); "
-              "elements whose interpolation excess may pass %g of the bound: %zu of %zu (%.3f %%)\n",
-              heads, n, dv, sd, ms, heads, reps, tol, wide, hx.size(), 100.0 * wide / hx.size());
+  std::printf("(1, %d, %d, %d), scores N(0, %g^2), %d heaviest keys a row exact: knot kernels %.2f ms for %d heads "
+              "(median of %d); elements whose interpolation excess may pass %g of the bound: %zu of %zu (%.3f %%)\n",
+              heads, n, dv, sd, heavy, ms, heads, reps, tol, wide, hx.size(), 100.0 * wide / hx.size());
   for (int m = 0; m < 2; ++m) {
     std::vector<double> ratio;
     size_t below = 0, uncovered = 0;
