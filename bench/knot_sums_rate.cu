@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -70,7 +69,9 @@ __device__ __forceinline__ float normal(uint64_t a, uint64_t b) {
   const float u2 = mix(b * 0xbf58476d1ce4e5b9ull + a + 7) * 0x1p-32f;
   return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
 }
-__device__ __forceinline__ float score(int64_t i, int64_t j, float sd) { return sd * normal(uint64_t(i) + 1, uint64_t(j) + 1); }
+__device__ __forceinline__ float score(int64_t i, int64_t j, float sd) {
+  return sd * normal(uint64_t(i) + 1, uint64_t(j) + 1);
+}
 
 __device__ __forceinline__ float warp_max(float x) {
   for (int o = 16; o; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -115,7 +116,8 @@ __global__ void make_weights(int n, float sd, float* W1, float* W2, float* sc1, 
 }
 
 __global__ void make_v(int n, int dv, float* V) {
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * dv; x += int64_t(gridDim.x) * blockDim.x)
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * dv; x += stride)
     V[x] = __bfloat162float(__float2bfloat16(normal(x + 12345, 99)));
 }
 
@@ -456,8 +458,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (n < kSplitKeys || n % kSplitKeys || dv < kColsPerWarp || dv % kColsPerWarp || dv > 256 || check < 1 || check > n ||
-      heads < 1 || reps < 1 || !(sd > 0) || !(tol > 0) || heavy < 0 || heavy > 256) {
+  if (n < kSplitKeys || n % kSplitKeys || dv < kColsPerWarp || dv % kColsPerWarp || dv > 256 || check < 1 ||
+      check > n || heads < 1 || reps < 1 || !(sd > 0) || !(tol > 0) || heavy < 0 || heavy > 256) {
     std::fprintf(stderr, "knot_sums_rate: --n a multiple of %d, --dv a multiple of %d up to 256, 1 <= --check <= n, "
                  "positive --heads, --reps, --sd, --tol, 0 <= --heavy <= 256\n", kSplitKeys, kColsPerWarp);
     return 2;
@@ -493,8 +495,9 @@ int main(int argc, char** argv) {
     drop_heavy<<<unsigned((int64_t(n) * heavy + 255) / 256), 256>>>(n, heavy, idx, W1h, W2h);
   }
   CHECK(cudaDeviceSynchronize());
-  const float ms = run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, heavy, idx, W1, W2, V, partial, knots, bound,
-                             excess);
+  const float ms =
+      run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, heavy, idx, W1, W2, V, partial, knots, bound,
+                excess);
   exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, V, O, knots, heavy, idx, exact);
   CHECK(cudaDeviceSynchronize());
 
@@ -525,10 +528,11 @@ int main(int argc, char** argv) {
       }
     std::sort(ratio.begin(), ratio.end());
     auto q = [&](double p) { return ratio[std::min(ratio.size() - 1, size_t(p * ratio.size()))]; };
+    const std::string cert =
+        m == 0 ? ", interpolation excess beyond its certificate: " + std::to_string(uncovered) : "";
     std::printf("  sum %d: %zu elements of %d rows; bound below the exact sum: %zu%s; bound / exact min %.6f "
-                "median %.6f p99 %.6f p99.9 %.6f max %.6f\n", m + 1, ratio.size(), check, below,
-                m == 0 ? (", interpolation excess beyond its certificate: " + std::to_string(uncovered)).c_str() : "", ratio.front(),
-                q(0.5), q(0.99), q(0.999), ratio.back());
+                "median %.6f p99 %.6f p99.9 %.6f max %.6f\n", m + 1, ratio.size(), check, below, cert.c_str(),
+                ratio.front(), q(0.5), q(0.99), q(0.999), ratio.back());
   }
   return 0;
 }
