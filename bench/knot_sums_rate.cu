@@ -15,11 +15,13 @@
 // indicator in fp16 arithmetic (|V - t| rounded to nearest: u = 2^-11 relative, 2^-25 absolute). The result is
 // made an upper bound by that and by the accumulation's model (docs/error-analysis.md §3.2: a 16-product step
 // truncates, losing at most eps_step (|c| + sum |a b|), eps_step = 17 2^-25 + 2^-23) over chains of kSplitKeys
-// keys, whose results are added in double.
+// keys, whose results are added in double. The probabilistic model's sum of squares sum_j W3[i, j] (V[j, c] - o)^2
+// runs as a second kernel (knot_kernel<true>): its interpolation at the same knots exceeds it by exactly
+// (o - lo) (hi - o) sum_j W3[i, j], a third product, so the knots give it up to the operands' rounding.
 //
 // A rate and tightness probe for that design, not the budget: the inputs are made on the device (scores
-// N(0, sd^2), P their softmax per row, W1 = P (2^-8 + 10^-5), W2 = P 10^-5 (1 + |s| / 8), V bf16 N(0, 1), O = P V),
-// all heads share one head's data, and the exact sums are computed in double for --check rows.
+// N(0, sd^2), P their softmax per row, W1 = P (2^-8 + 10^-5), W2 = P 10^-5 (1 + |s| / 8), W3 = P^2, V bf16 N(0, 1),
+// O = P V), all heads share one head's data, and the exact sums are computed in double for --check rows.
 // --heavy H sums each row's H heaviest keys exactly instead (their weights 0 in the products); the selection is
 // not timed.
 // Usage: knot_sums_rate [--n 16384] [--dv 128] [--heads 16] [--check 256] [--sd 1] [--reps 3] [--tol 1e-3] [--heavy 0]
@@ -45,6 +47,7 @@ constexpr int kWarps = 4;         // a block: 64 rows (a 16-row tile a warp) by 
 constexpr int kChunkKeys = 64;    // keys a block stages at a time
 constexpr int kPitch = kChunkKeys / 2 + 4;  // 32-bit words a staged row (two fp16 each), padded
 constexpr size_t kSmemBytes = 2 * (kColsPerWarp + kWarps * 2 * 16) * kPitch * 4;
+constexpr float kSquareScale = 0x1p-8f;  // |V - t| below 2^7 for the squares' operands
 
 #define CHECK(x)                                                                      \
   do {                                                                                \
@@ -91,7 +94,7 @@ __device__ __forceinline__ float fp16_scale(float x) {
 }
 
 // One warp a row: W1, W2 and each row's scales.
-__global__ void make_weights(int n, float sd, float* W1, float* W2, float* sc1, float* sc2) {
+__global__ void make_weights(int n, float sd, float* W1, float* W2, float* W3, float* sc1, float* sc2, float* sc3) {
   const int64_t i = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (i >= n) return;
@@ -101,18 +104,21 @@ __global__ void make_weights(int n, float sd, float* W1, float* W2, float* sc1, 
   float l = 0;
   for (int j = lane; j < n; j += 32) l += expf(score(i, j, sd) - m);
   l = warp_sum(l);
-  float m1 = 0, m2 = 0;
+  float m1 = 0, m2 = 0, m3 = 0;
   for (int j = lane; j < n; j += 32) {
     const float s = score(i, j, sd), p = expf(s - m) / l;
     const float w1 = p * (0x1p-8f + 1e-5f), w2 = p * 1e-5f * (1 + fabsf(s) / 8);
     W1[i * n + j] = w1;
     W2[i * n + j] = w2;
+    W3[i * n + j] = p * p;
     m1 = fmaxf(m1, w1);
     m2 = fmaxf(m2, w2);
+    m3 = fmaxf(m3, p * p);
   }
   m1 = warp_max(m1);
   m2 = warp_max(m2);
-  if (lane == 0) sc1[i] = fp16_scale(m1), sc2[i] = fp16_scale(m2);
+  m3 = warp_max(m3);
+  if (lane == 0) sc1[i] = fp16_scale(m1), sc2[i] = fp16_scale(m2), sc3[i] = fp16_scale(m3);
 }
 
 __global__ void make_v(int n, int dv, float* V) {
@@ -152,17 +158,21 @@ __global__ void column_scales(int n, int dv, const float* V, float* rc) {
 
 // The operands as the kernel reads them, made once (a weights kernel would write them so): W scaled per row
 // and rounded up to fp16, V scaled per column (a power of two, so bf16's values stay exact in fp16's normal
-// range; a subnormal one rounds to nearest, within 2^-25) and transposed.
-__global__ void make_operands(int n, int dv, const float* W1, const float* W2, const float* sc1, const float* sc2,
-                              const float* V, const float* rc, __half* W1h, __half* W2h, __half* Vth) {
+// range; a subnormal one rounds to nearest, within 2^-25) and transposed; for the sum of squares, W3 = P^2 and
+// V scaled kSquareScale less, so that (V - t)^2 stays below 2^14.
+__global__ void make_operands(int n, int dv, const float* W1, const float* W2, const float* W3, const float* sc1,
+                              const float* sc2, const float* sc3, const float* V, const float* rc, __half* W1h,
+                              __half* W2h, __half* W3h, __half* Vth, __half* Vsh) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * n; x += stride) {
     W1h[x] = __float2half_ru(W1[x] * sc1[x / n]);
     W2h[x] = __float2half_ru(W2[x] * sc2[x / n]);
+    W3h[x] = __float2half_ru(W3[x] * sc3[x / n]);
   }
   for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < int64_t(n) * dv; x += stride) {
     const int64_t c = x / n, j = x % n;
     Vth[x] = __float2half_rn(V[j * dv + c] * rc[c]);
+    Vsh[x] = __float2half_rn(V[j * dv + c] * rc[c] * kSquareScale);
   }
 }
 
@@ -222,10 +232,17 @@ __global__ void drop_heavy(int n, int heavy, const int* idx, __half* W1h, __half
 // Warp w: rows 16 (4 blockIdx.x + w) + g and + 8, columns 64 blockIdx.y + 8 nt + 2 t and + 1 (g = lane / 4,
 // t = lane % 4: the m16n8k16 fragments). partial: [split][5][row][col] (F1 at lo, F1 at hi, F2 at lo, F2 at hi,
 // the bracket's W1); knots: [16-row tile][2][col], unscaled.
+//
+// kSquares: the probabilistic model's sum of squares sum_j W3[i, j] (V[j, c] - o)^2 instead, from W3 alone and V
+// scaled kSquareScale less: the products at the same two knots with (V - t)^2, and W3's row sum (B = 1). As
+// (V - o)^2 is a quadratic in o, the interpolation exceeds the sum by exactly (o - lo) (hi - o) sum_j W3[i, j],
+// so the two give the sum itself, up to the operands' rounding. partial: [split][3][row][col].
 constexpr int kSums = 5;
+template <bool kSquares>
 __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const __half* W1h, const __half* W2h,
                                                            const __half* Vth, const float* rc, const float* O,
                                                            float* partial, float* knots) {
+  constexpr int kS = kSquares ? 3 : kSums, kW = kSquares ? 1 : 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tile = blockIdx.x * kWarps + warp;
   const int64_t i0 = int64_t(tile) * 16;
@@ -243,16 +260,17 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
       lo = fminf(lo, o);
       hi = fmaxf(hi, o);
     }
-    const __half lh = __float2half_rd(lo * rc[c]), hh = __float2half_ru(hi * rc[c]);
+    const float r = rc[c] * (kSquares ? kSquareScale : 1.f);
+    const __half lh = __float2half_rd(lo * r), hh = __float2half_ru(hi * r);
     if (split == 0 && t == 0) {
-      knots[(int64_t(tile) * 2 + 0) * dv + c] = __half2float(lh) / rc[c];
-      knots[(int64_t(tile) * 2 + 1) * dv + c] = __half2float(hh) / rc[c];
+      knots[(int64_t(tile) * 2 + 0) * dv + c] = __half2float(lh) / r;
+      knots[(int64_t(tile) * 2 + 1) * dv + c] = __half2float(hh) / r;
     }
     tlo[nt] = __half2half2(lh), thi[nt] = __half2half2(hh);
   }
-  float acc[kSums][8][4];
+  float acc[kS][8][4];
 #pragma unroll
-  for (int m = 0; m < kSums; ++m)
+  for (int m = 0; m < kS; ++m)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -271,10 +289,10 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
       const int c = x / (kChunkKeys / 8), p = x % (kChunkKeys / 8);
       cp_async_16(vs + (buf * kColsPerWarp + c) * kPitch + 4 * p, Vth + int64_t(c0 + c) * n + j0 + 8 * p);
     }
-    // W: kWarps x 2 sums x 16 rows x 8 pieces.
-    for (int x = threadIdx.x; x < kWarps * 2 * 16 * (kChunkKeys / 8); x += blockDim.x) {
-      const int p = x % (kChunkKeys / 8), r = x / (kChunkKeys / 8) % 16, m = x / (kChunkKeys / 8) / 16 % 2,
-                wp = x / (kChunkKeys / 8) / 32;
+    // W: kWarps x kW weights x 16 rows x 8 pieces.
+    for (int x = threadIdx.x; x < kWarps * kW * 16 * (kChunkKeys / 8); x += blockDim.x) {
+      const int p = x % (kChunkKeys / 8), r = x / (kChunkKeys / 8) % 16, m = x / (kChunkKeys / 8) / 16 % kW,
+                wp = x / (kChunkKeys / 8) / (16 * kW);
       const __half* src = (m ? W2h : W1h) + (int64_t(blockIdx.x) * kWarps * 16 + wp * 16 + r) * n + j0 + 8 * p;
       cp_async_16(a_at(buf, wp, m, r) + 4 * p, src);
     }
@@ -295,13 +313,27 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
       const int w = 8 * k + t;  // the word of keys 16 k + 2 t, + 1
       const uint32_t A1[4] = {a1[g * kPitch + w], a1[(g + 8) * kPitch + w], a1[g * kPitch + w + 4],
                               a1[(g + 8) * kPitch + w + 4]};
-      const uint32_t A2[4] = {a2[g * kPitch + w], a2[(g + 8) * kPitch + w], a2[g * kPitch + w + 4],
-                              a2[(g + 8) * kPitch + w + 4]};
+      uint32_t A2[4] = {0, 0, 0, 0};
+      if constexpr (!kSquares) {
+        A2[0] = a2[g * kPitch + w], A2[1] = a2[(g + 8) * kPitch + w];
+        A2[2] = a2[g * kPitch + w + 4], A2[3] = a2[(g + 8) * kPitch + w + 4];
+      }
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const uint32_t* vc = v + (8 * nt + g) * kPitch + w;
         const __half2 v0 = *reinterpret_cast<const __half2*>(vc), v8 = *reinterpret_cast<const __half2*>(vc + 4);
         auto word = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
+        if constexpr (kSquares) {
+          // (v - t)^2 in fp16, each step rounded to nearest (finalize_squares inflates for it); W3's row sum.
+          auto sq = [&](__half2 x, __half2 k) {
+            const __half2 d = __hsub2(x, k);
+            return word(__hmul2(d, d));
+          };
+          mma(acc[0][nt], A1, sq(v0, tlo[nt]), sq(v8, tlo[nt]));
+          mma(acc[1][nt], A1, sq(v0, thi[nt]), sq(v8, thi[nt]));
+          mma(acc[2][nt], A1, 0x3c003c00u, 0x3c003c00u);
+          continue;
+        }
         // |v - t| in fp16, rounded to nearest (finalize_kernel inflates for it).
         const uint32_t l0 = word(__habs2(__hsub2(v0, tlo[nt]))), l8 = word(__habs2(__hsub2(v8, tlo[nt])));
         const uint32_t h0 = word(__habs2(__hsub2(v0, thi[nt]))), h8 = word(__habs2(__hsub2(v8, thi[nt])));
@@ -317,16 +349,23 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
     __syncthreads();  // this buffer is read before the next chunk's copies overwrite it
   }
 #pragma unroll
-  for (int m = 0; m < kSums; ++m)
+  for (int m = 0; m < kS; ++m)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t row = i0 + g + 8 * (e / 2);
         const int col = c0 + 8 * nt + 2 * t + e % 2;
-        partial[((int64_t(split) * kSums + m) * n + row) * dv + col] = acc[m][nt][e];
+        partial[((int64_t(split) * kS + m) * n + row) * dv + col] = acc[m][nt][e];
       }
 }
+
+// The tensor cores' and the fp16 operands' constants (docs/error-analysis.md §3.2): a 16-product step's
+// truncation, fp16's unit roundoff and half its smallest subnormal. A chain of kSplitKeys / 16 steps from 0 is at
+// least (1 - eps_step)^steps the sum of its exact products, so chain_up() times it bounds that sum (with the
+// doubles' roundings).
+constexpr double kEpsStep = 17 * 0x1p-25 + 0x1p-23, kU16 = 0x1p-11, kDelta16 = 0x1p-25;
+__device__ __forceinline__ double chain_up() { return pow(1 - kEpsStep, -double(kSplitKeys / 16)) * (1 + 1e-12); }
 
 // Per element: each sum from its chains (upper bounds in double), unscaled, then the interpolation at O, and
 // the interpolation's excess bound (hi - lo) / 2 times the bracket's W1. bound: [m][row][col]; excess: [row][col].
@@ -337,14 +376,12 @@ __global__ void finalize_kernel(int n, int dv, int splits, const float* partial,
   if (x >= int64_t(n) * dv) return;
   const int64_t row = x / dv;
   const int col = int(x % dv);
-  // A chain of kSplitKeys / 16 truncating steps from 0 is at least (1 - eps)^steps the sum of its exact
-  // products. Each |v - t| was rounded to nearest in fp16 (u relative, or delta absolute below fp16's normal
+  // Each |v - t| was rounded to nearest in fp16 (u relative, or delta absolute below fp16's normal
   // range, as V itself may have been), so the exact one is at most (it + 2 delta) / (1 - u), and the weights,
   // rounded up, sum to at most n 2^15 a row: the exact sum is at most (chains + 2 delta n 2^15) / (1 - u). The
   // indicator is exact; a key whose V rounded across a knot (within delta of it) is left out of the bracket's
-  // weight, and its excess is at most 2 delta / rc its weight. Then the doubles' roundings.
-  const double eps = 17 * 0x1p-25 + 0x1p-23, u = 0x1p-11, delta = 0x1p-25;
-  const double chain = pow(1 - eps, -double(kSplitKeys / 16)) * (1 + 1e-12);
+  // weight, and its excess is at most 2 delta / rc its weight.
+  const double u = kU16, delta = kDelta16, chain = chain_up();
   const double w_sum = double(n) * 0x1p15;  // scaled
   const double o = O[x];
   const double lo = knots[((row / 16) * 2 + 0) * dv + col], hi = knots[((row / 16) * 2 + 1) * dv + col];
@@ -369,23 +406,51 @@ __global__ void finalize_kernel(int n, int dv, int splits, const float* partial,
   excess[x] = ((hi - lo) / 2 * F[4] + 2 * delta / rc[col] * w_sum / sc1[row]) * (1 + 1e-12);
 }
 
-// The exact sums of the check rows, in double: exact[m][r][col] (m = 0, 1), and the interpolation of the exact
-// F1 at the knots, the heavy keys exact, exact[2][r][col] (what the interpolation alone gives, for the excess
-// certificate's check).
-__global__ void exact_kernel(int n, int dv, int rows, const float* W1, const float* W2, const float* V, const float* O,
-                             const float* knots, int heavy, const int* idx, double* exact) {
+// The sum of squares per element (knot_kernel<true>): the interpolation of its two products at O, less
+// (o - lo) (hi - o) times a lower bound of W3's row sum. In scaled units (|V| and the knots below 2^6): V rounded
+// within delta, d = rn(v - t), b = rn(d^2), so the exact (V - t)^2 is at most
+// (b + delta (1 + 2^9) + 4 delta^2) / (1 - u)^3, and the weights, rounded up, sum to at most n 2^15 a row. A
+// weight w rounded up to fp16 is at most w (1 + 2^-10) + 2^-24, and the chain of the row sum truncates, so that
+// sum is at least (chains - n 2^-24) / (1 + 2^-10). bound3: [row][col].
+__global__ void finalize_squares(int n, int dv, int splits, const float* partial, const float* knots, const float* sc3,
+                                 const float* rc, const float* O, double* bound3) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= int64_t(n) * dv) return;
+  const int64_t row = x / dv;
+  const int col = int(x % dv);
+  const double u = kU16, delta = kDelta16, chain = chain_up();
+  const double rs = double(rc[col]) * kSquareScale, sc = sc3[row];
+  double f[3] = {0, 0, 0};
+  for (int m = 0; m < 3; ++m)
+    for (int s = 0; s < splits; ++s) f[m] += double(partial[((int64_t(s) * 3 + m) * n + row) * dv + col]);
+  const double per_key = delta * (1 + 0x1p9) + 4 * delta * delta, w_sum = double(n) * 0x1p15;
+  double G[2];
+  for (int h = 0; h < 2; ++h) G[h] = (f[h] * chain + per_key * w_sum) / ((1 - u) * (1 - u) * (1 - u)) / (sc * rs * rs);
+  const double row_sum = fmax(0.0, (f[2] - double(n) * 0x1p-24) / (1 + 0x1p-10)) / sc * (1 - 1e-12);
+  const double o = O[x];
+  const double lo = knots[((row / 16) * 2 + 0) * dv + col], hi = knots[((row / 16) * 2 + 1) * dv + col];
+  const double lam = hi > lo ? (o - lo) / (hi - lo) : 0.0;
+  bound3[x] = ((1 - lam) * G[0] + lam * G[1]) * (1 + 1e-12) - (o - lo) * (hi - o) * (1 - 1e-12) * row_sum;
+}
+
+// The exact sums of the check rows, in double: exact[m][r][col] (m = 0, 1; m = 3 the sum of squares), and the
+// interpolation of the exact F1 at the knots, the heavy keys exact, exact[2][r][col] (what the interpolation
+// alone gives, for the excess certificate's check).
+__global__ void exact_kernel(int n, int dv, int rows, const float* W1, const float* W2, const float* W3, const float* V,
+                             const float* O, const float* knots, int heavy, const int* idx, double* exact) {
   const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (r >= rows) return;
   const int64_t i = int64_t(r) * (n / rows);
   for (int c = lane; c < dv; c += 32) {
     const double o = O[i * dv + c];
     const double lo = knots[((i / 16) * 2 + 0) * dv + c], hi = knots[((i / 16) * 2 + 1) * dv + c];
-    double s1 = 0, s2 = 0, f_lo = 0, f_hi = 0;
+    double s1 = 0, s2 = 0, s3 = 0, f_lo = 0, f_hi = 0;
     for (int j = 0; j < n; ++j) {
       const double v = V[int64_t(j) * dv + c], w1 = W1[i * n + j];
       const double d = fabs(v - o);
       s1 += w1 * d;
       s2 += double(W2[i * n + j]) * d;
+      s3 += double(W3[i * n + j]) * d * d;
       f_lo += w1 * fabs(v - lo);
       f_hi += w1 * fabs(v - hi);
     }
@@ -400,27 +465,20 @@ __global__ void exact_kernel(int n, int dv, int rows, const float* W1, const flo
     exact[(int64_t(0) * rows + r) * dv + c] = s1;
     exact[(int64_t(1) * rows + r) * dv + c] = s2;
     exact[(int64_t(2) * rows + r) * dv + c] = (1 - lam) * f_lo + lam * f_hi;
+    exact[(int64_t(3) * rows + r) * dv + c] = s3;
   }
 }
 
-float run_knots(int n, int dv, int heads, int reps, const __half* W1h, const __half* W2h, const float* sc1,
-                const float* sc2, const __half* Vth, const float* rc, const float* O, int heavy, const int* idx,
-                const float* W1, const float* W2, const float* V, float* partial, float* knots, double* bound,
-                double* excess) {
-  const int splits = (n + kSplitKeys - 1) / kSplitKeys;
-  const dim3 grid(n / (16 * kWarps), dv / kColsPerWarp, splits);
-  CHECK(cudaFuncSetAttribute(knot_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+// The device time of `launch` for every head (CUDA events, the median of reps after a warm-up).
+template <class Launch>
+float timed(int heads, int reps, Launch launch) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   std::vector<float> ms;
-  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
+  for (int r = 0; r < reps + 1; ++r) {
     CHECK(cudaEventRecord(a));
-    for (int h = 0; h < heads; ++h) {
-      knot_kernel<<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W1h, W2h, Vth, rc, O, partial, knots);
-      finalize_kernel<<<unsigned((int64_t(n) * dv + 255) / 256), 256>>>(n, dv, splits, partial, knots, sc1, sc2, rc, O,
-                                                                        heavy, idx, W1, W2, V, bound, excess);
-    }
+    for (int h = 0; h < heads; ++h) launch();
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
     float t = 0;
@@ -465,29 +523,36 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int splits = n / kSplitKeys;
-  float *W1, *W2, *sc1, *sc2, *V, *rc, *O, *partial, *knots;
-  __half *W1h, *W2h, *Vth;
-  double *bound, *excess, *exact;
+  float *W1, *W2, *W3, *sc1, *sc2, *sc3, *V, *rc, *O, *partial, *partial3, *knots, *knots3;
+  __half *W1h, *W2h, *W3h, *Vth, *Vsh;
+  double *bound, *bound3, *excess, *exact;
   CHECK(cudaMalloc(&W1, size_t(n) * n * 4));
   CHECK(cudaMalloc(&W2, size_t(n) * n * 4));
+  CHECK(cudaMalloc(&W3, size_t(n) * n * 4));
   CHECK(cudaMalloc(&sc1, size_t(n) * 4));
   CHECK(cudaMalloc(&sc2, size_t(n) * 4));
+  CHECK(cudaMalloc(&sc3, size_t(n) * 4));
   CHECK(cudaMalloc(&V, size_t(n) * dv * 4));
   CHECK(cudaMalloc(&W1h, size_t(n) * n * 2));
   CHECK(cudaMalloc(&W2h, size_t(n) * n * 2));
+  CHECK(cudaMalloc(&W3h, size_t(n) * n * 2));
   CHECK(cudaMalloc(&Vth, size_t(n) * dv * 2));
+  CHECK(cudaMalloc(&Vsh, size_t(n) * dv * 2));
   CHECK(cudaMalloc(&rc, size_t(dv) * 4));
   CHECK(cudaMalloc(&O, size_t(n) * dv * 4));
   CHECK(cudaMalloc(&partial, size_t(splits) * kSums * n * dv * 4));
+  CHECK(cudaMalloc(&partial3, size_t(splits) * 3 * n * dv * 4));
   CHECK(cudaMalloc(&knots, size_t(n / 16) * 2 * dv * 4));
+  CHECK(cudaMalloc(&knots3, size_t(n / 16) * 2 * dv * 4));
   CHECK(cudaMalloc(&bound, size_t(2) * n * dv * 8));
+  CHECK(cudaMalloc(&bound3, size_t(n) * dv * 8));
   CHECK(cudaMalloc(&excess, size_t(n) * dv * 8));
-  CHECK(cudaMalloc(&exact, size_t(3) * check * dv * 8));
-  make_weights<<<(n + 7) / 8, 256>>>(n, sd, W1, W2, sc1, sc2);
+  CHECK(cudaMalloc(&exact, size_t(4) * check * dv * 8));
+  make_weights<<<(n + 7) / 8, 256>>>(n, sd, W1, W2, W3, sc1, sc2, sc3);
   make_v<<<1024, 256>>>(n, dv, V);
   make_o<<<(n + 7) / 8, 256>>>(n, dv, W1, V, O);
   column_scales<<<dv, 1024>>>(n, dv, V, rc);
-  make_operands<<<4096, 256>>>(n, dv, W1, W2, sc1, sc2, V, rc, W1h, W2h, Vth);
+  make_operands<<<4096, 256>>>(n, dv, W1, W2, W3, sc1, sc2, sc3, V, rc, W1h, W2h, W3h, Vth, Vsh);
   int* idx = nullptr;
   if (heavy > 0) {
     CHECK(cudaMalloc(&idx, size_t(n) * heavy * 4));
@@ -495,15 +560,26 @@ int main(int argc, char** argv) {
     drop_heavy<<<unsigned((int64_t(n) * heavy + 255) / 256), 256>>>(n, heavy, idx, W1h, W2h);
   }
   CHECK(cudaDeviceSynchronize());
-  const float ms =
-      run_knots(n, dv, heads, reps, W1h, W2h, sc1, sc2, Vth, rc, O, heavy, idx, W1, W2, V, partial, knots, bound,
-                excess);
-  exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, V, O, knots, heavy, idx, exact);
+  const dim3 grid(n / (16 * kWarps), dv / kColsPerWarp, splits);
+  const unsigned elements = unsigned((int64_t(n) * dv + 255) / 256);
+  CHECK(cudaFuncSetAttribute(knot_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  CHECK(cudaFuncSetAttribute(knot_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  const float ms = timed(heads, reps, [&] {
+    knot_kernel<false><<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W1h, W2h, Vth, rc, O, partial, knots);
+    finalize_kernel<<<elements, 256>>>(n, dv, splits, partial, knots, sc1, sc2, rc, O, heavy, idx, W1, W2, V, bound,
+                                       excess);
+  });
+  const float ms3 = timed(heads, reps, [&] {
+    knot_kernel<true><<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W3h, nullptr, Vsh, rc, O, partial3, knots3);
+    finalize_squares<<<elements, 256>>>(n, dv, splits, partial3, knots3, sc3, rc, O, bound3);
+  });
+  exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, W3, V, O, knots, heavy, idx, exact);
   CHECK(cudaDeviceSynchronize());
 
-  std::vector<double> hb(size_t(2) * n * dv), hx(size_t(n) * dv), he(size_t(3) * check * dv);
+  std::vector<double> hb(size_t(2) * n * dv), hb3(size_t(n) * dv), hx(size_t(n) * dv), he(size_t(4) * check * dv);
   CHECK(cudaMemcpy(hb.data(), bound, hb.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hx.data(), excess, hx.size() * 8, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hb3.data(), bound3, hb3.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(he.data(), exact, he.size() * 8, cudaMemcpyDeviceToHost));
   // An element whose certified excess passes tol of its bound would go to the exact per-key loop.
   size_t wide = 0;
@@ -511,13 +587,15 @@ int main(int argc, char** argv) {
   std::printf("(1, %d, %d, %d), scores N(0, %g^2), %d heaviest keys a row exact: knot kernels %.2f ms for %d heads "
               "(median of %d); elements whose interpolation excess may pass %g of the bound: %zu of %zu (%.3f %%)\n",
               heads, n, dv, sd, heavy, ms, heads, reps, tol, wide, hx.size(), 100.0 * wide / hx.size());
-  for (int m = 0; m < 2; ++m) {
+  std::printf("  the sum of squares (sum 3): knot kernels %.2f ms for %d heads\n", ms3, heads);
+  for (int m = 0; m < 3; ++m) {
     std::vector<double> ratio;
     size_t below = 0, uncovered = 0;
     for (int r = 0; r < check; ++r)
       for (int c = 0; c < dv; ++c) {
         const int64_t i = int64_t(r) * (n / check);
-        const double ex = he[(size_t(m) * check + r) * dv + c], b = hb[(size_t(m) * n + i) * dv + c];
+        const double ex = he[(size_t(m < 2 ? m : 3) * check + r) * dv + c];
+        const double b = m < 2 ? hb[(size_t(m) * n + i) * dv + c] : hb3[size_t(i) * dv + c];
         if (!(ex > 0)) continue;
         if (!(b >= ex)) ++below;
         // The certificate bounds the exact interpolation's excess over the exact sum (W1's; W2's would be it
