@@ -5,7 +5,7 @@
 # steps that fit one 600 s call with STEPS (default: gpu_tests,regression,property_cuda,report,sdpa_verdict,
 # pytest_example,gpu_fuzz; also: same_case, plugin_suite, sanitizers, bench, fp8, fp8_ab, oracle_agreement, oracle_sanitizers,
 # oracle_scale, oracle_grid, oracle_cli, oracle_profile, torch_f64, dram, ncu_profile, missing_wait, guards, tensor_cores, large_shapes, large_fuzz,
-# v2, v2_sanitizers, tma_store_probe, v2_bench, v2_timeline). Results: $OUT/results.tgz, $OUT/steps.log.
+# v2, v2_sanitizers, tma_store_probe, v2_bench, v2_timeline, knot_sums). Results: $OUT/results.tgz, $OUT/steps.log.
 # Prepare here first (one CUDA build serves for everything):
 #   cmake -S . -B build-h200 -DFLASHCHECK_CUDA=ON -DFLASHCHECK_PROOFS=OFF -DFLASHCHECK_FUZZ=OFF
 #   cmake --build build-h200 -j2 --target flashcheck flashcheck_cuda_plugin flashcheck_cuda_v2_plugin flashcheck_cuda_naive_plugin \
@@ -231,6 +231,18 @@ if want oracle_grid; then
   # subject is v1 unless ORACLE_GRID_PLUGIN names another (e.g. lib/libflashcheck_cuda_v2_plugin.so).
   step oracle_grid "${ORACLE_GRID_SECONDS:-400}" "$bin/oracle_scale" --plugin "${ORACLE_GRID_PLUGIN:-$FLASHCHECK_CUDA_PLUGIN}" --grid \
     --recipes "${ORACLE_GRID_RECIPES:-fp16,bf16,e4m3,e5m2}" --markdown "$res/oracle_grid.md"
+fi
+if want knot_sums; then
+  # The budget's sums through knots on the fp16 tensor cores (bench/knot_sums_rate.cu, docs/gpu-oracle.md):
+  # KNOT_CASES sd:heavy ... at (1, 16, 16k, 128), then N = 4096 with 4 heads.
+  for c in ${KNOT_CASES:-1:0 1:32 2:0 2:32 3:0 3:32 3:128}; do
+    step "knot_sums_sd${c%%:*}_heavy${c##*:}" 120 "$bin/knot_sums_rate" --n 16384 --heads 16 --check 256 \
+      --sd "${c%%:*}" --heavy "${c##*:}"
+  done
+  step knot_sums_sd2_tol1e-2 120 "$bin/knot_sums_rate" --n 16384 --heads 16 --check 256 --sd 2 --tol 1e-2
+  for h in 0 32; do
+    step "knot_sums_n4096_heavy$h" 120 "$bin/knot_sums_rate" --n 4096 --heads 4 --check 256 --heavy "$h"
+  done
 fi
 if want torch_f64; then
   # PyTorch's float64 math SDPA on the oracle's shapes (TORCH_F64_SHAPES: B:H:N:d:causal), for comparison.

@@ -6,6 +6,7 @@
 #   .dev/flashcheck/lib/libflashcheck_cuda{,_naive}_plugin.so   our CUDA kernels as plugins, when built
 #   .dev/flashcheck/bin/{test_cuda_attention,property_cuda_test,cuda_regression_test,same_case_test,
 #                        oracle_agreement_test,flashcheck-properties,bench_fused_attention,oracle_scale,tma_store_probe,
+#                        knot_sums_rate,
 #                        large_shape_test, test_cuda_attention_missing_wait (with -DFLASHCHECK_BUG_KERNELS=ON)}
 #   .dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so   the example plugin (same_case_test)
 #   .dev/flashcheck/python/flashcheck    the Python package
@@ -44,7 +45,7 @@ for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests
          tests/properties/cuda_regression_test \
          tests/cli/same_case_test tests/cli/cli_usage_test tests/gpu/oracle_agreement_test tests/gpu/large_shape_test tests/gpu/test_cuda_attention_missing_wait tools/flashcheck-properties \
          bench/bench_fused_attention bench/oracle_scale bench/tensor_core_probe \
-         bench/tma_store_probe; do
+         bench/tma_store_probe bench/knot_sums_rate; do
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
