@@ -17,7 +17,8 @@
 // truncates, losing at most eps_step (|c| + sum |a b|), eps_step = 17 2^-25 + 2^-23) over chains of kSplitKeys
 // keys, whose results are added in double. The probabilistic model's sum of squares sum_j W3[i, j] (V[j, c] - o)^2
 // runs as a second kernel (knot_kernel<true>): its interpolation at the same knots exceeds it by exactly
-// (o - lo) (hi - o) sum_j W3[i, j], a third product, so the knots give it up to the operands' rounding.
+// (o - lo) (hi - o) sum_j W3[i, j], a third product, so the knots give it up to the operands' rounding, which a
+// certificate of its own bounds (the same terms' upper bounds less their lower bounds).
 //
 // A rate and tightness probe for that design, not the budget: the inputs are made on the device (scores
 // N(0, sd^2), P their softmax per row, W1 = P (2^-8 + 10^-5), W2 = P 10^-5 (1 + |s| / 8), W3 = P^2, V bf16 N(0, 1),
@@ -412,8 +413,12 @@ __global__ void finalize_kernel(int n, int dv, int splits, const float* partial,
 // (b + delta (1 + 2^9) + 4 delta^2) / (1 - u)^3, and the weights, rounded up, sum to at most n 2^15 a row. A
 // weight w rounded up to fp16 is at most w (1 + 2^-10) + 2^-24, and the chain of the row sum truncates, so that
 // sum is at least (chains - n 2^-24) / (1 + 2^-10). bound3: [row][col].
+// Its certificate, cert3 >= bound3 - the exact sum: the same two terms' upper bounds less their lower bounds. The
+// exact (V - t)^2 is at least (b - delta (1 + 2^10)) / (1 + u)^3, a weight at least (w - 2^-24) / (1 + 2^-10), and
+// a chain is at most its exact sum, so each product is at least (chains - n 2^-24 2^14 - delta (1 + 2^10) n 2^15)
+// / ((1 + 2^-10) (1 + u)^3); the row sum is at most its chains times chain_up().
 __global__ void finalize_squares(int n, int dv, int splits, const float* partial, const float* knots, const float* sc3,
-                                 const float* rc, const float* O, double* bound3) {
+                                 const float* rc, const float* O, double* bound3, double* cert3) {
   const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= int64_t(n) * dv) return;
   const int64_t row = x / dv;
@@ -430,7 +435,15 @@ __global__ void finalize_squares(int n, int dv, int splits, const float* partial
   const double o = O[x];
   const double lo = knots[((row / 16) * 2 + 0) * dv + col], hi = knots[((row / 16) * 2 + 1) * dv + col];
   const double lam = hi > lo ? (o - lo) / (hi - lo) : 0.0;
-  bound3[x] = ((1 - lam) * G[0] + lam * G[1]) * (1 + 1e-12) - (o - lo) * (hi - o) * (1 - 1e-12) * row_sum;
+  const double interp_up = ((1 - lam) * G[0] + lam * G[1]) * (1 + 1e-12), gap = (o - lo) * (hi - o);
+  bound3[x] = interp_up - gap * (1 - 1e-12) * row_sum;
+  double G_lo[2];
+  for (int h = 0; h < 2; ++h)
+    G_lo[h] = (f[h] - double(n) * (0x1p-24 * 0x1p14 + delta * (1 + 0x1p10) * 0x1p15)) /
+              ((1 + 0x1p-10) * (1 + u) * (1 + u) * (1 + u)) / (sc * rs * rs);
+  const double interp_lo = ((1 - lam) * G_lo[0] + lam * G_lo[1]) * (1 - 1e-12);
+  const double row_sum_up = f[2] * chain / sc * (1 + 1e-12);
+  cert3[x] = ((interp_up - interp_lo) + gap * (1 + 1e-12) * row_sum_up - gap * (1 - 1e-12) * row_sum) * (1 + 1e-12);
 }
 
 // The exact sums of the check rows, in double: exact[m][r][col] (m = 0, 1; m = 3 the sum of squares), and the
@@ -525,7 +538,7 @@ int main(int argc, char** argv) {
   const int splits = n / kSplitKeys;
   float *W1, *W2, *W3, *sc1, *sc2, *sc3, *V, *rc, *O, *partial, *partial3, *knots, *knots3;
   __half *W1h, *W2h, *W3h, *Vth, *Vsh;
-  double *bound, *bound3, *excess, *exact;
+  double *bound, *bound3, *cert3, *excess, *exact;
   CHECK(cudaMalloc(&W1, size_t(n) * n * 4));
   CHECK(cudaMalloc(&W2, size_t(n) * n * 4));
   CHECK(cudaMalloc(&W3, size_t(n) * n * 4));
@@ -546,6 +559,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&knots3, size_t(n / 16) * 2 * dv * 4));
   CHECK(cudaMalloc(&bound, size_t(2) * n * dv * 8));
   CHECK(cudaMalloc(&bound3, size_t(n) * dv * 8));
+  CHECK(cudaMalloc(&cert3, size_t(n) * dv * 8));
   CHECK(cudaMalloc(&excess, size_t(n) * dv * 8));
   CHECK(cudaMalloc(&exact, size_t(4) * check * dv * 8));
   make_weights<<<(n + 7) / 8, 256>>>(n, sd, W1, W2, W3, sc1, sc2, sc3);
@@ -571,15 +585,17 @@ int main(int argc, char** argv) {
   });
   const float ms3 = timed(heads, reps, [&] {
     knot_kernel<true><<<grid, 32 * kWarps, kSmemBytes>>>(n, dv, W3h, nullptr, Vsh, rc, O, partial3, knots3);
-    finalize_squares<<<elements, 256>>>(n, dv, splits, partial3, knots3, sc3, rc, O, bound3);
+    finalize_squares<<<elements, 256>>>(n, dv, splits, partial3, knots3, sc3, rc, O, bound3, cert3);
   });
   exact_kernel<<<(check + 7) / 8, 256>>>(n, dv, check, W1, W2, W3, V, O, knots, heavy, idx, exact);
   CHECK(cudaDeviceSynchronize());
 
-  std::vector<double> hb(size_t(2) * n * dv), hb3(size_t(n) * dv), hx(size_t(n) * dv), he(size_t(4) * check * dv);
+  std::vector<double> hb(size_t(2) * n * dv), hb3(size_t(n) * dv), hc3(size_t(n) * dv), hx(size_t(n) * dv),
+      he(size_t(4) * check * dv);
   CHECK(cudaMemcpy(hb.data(), bound, hb.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hx.data(), excess, hx.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hb3.data(), bound3, hb3.size() * 8, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hc3.data(), cert3, hc3.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(he.data(), exact, he.size() * 8, cudaMemcpyDeviceToHost));
   // An element whose certified excess passes tol of its bound would go to the exact per-key loop.
   size_t wide = 0;
@@ -587,7 +603,10 @@ int main(int argc, char** argv) {
   std::printf("(1, %d, %d, %d), scores N(0, %g^2), %d heaviest keys a row exact: knot kernels %.2f ms for %d heads "
               "(median of %d); elements whose interpolation excess may pass %g of the bound: %zu of %zu (%.3f %%)\n",
               heads, n, dv, sd, heavy, ms, heads, reps, tol, wide, hx.size(), 100.0 * wide / hx.size());
-  std::printf("  the sum of squares (sum 3): knot kernels %.2f ms for %d heads\n", ms3, heads);
+  size_t wide3 = 0;
+  for (size_t x = 0; x < hc3.size(); ++x) wide3 += !(hc3[x] <= tol * hb3[x]);
+  std::printf("  the sum of squares (sum 3): knot kernels %.2f ms for %d heads; elements whose certified rounding "
+              "excess may pass %g of the bound: %zu (%.3f %%)\n", ms3, heads, tol, wide3, 100.0 * wide3 / hc3.size());
   for (int m = 0; m < 3; ++m) {
     std::vector<double> ratio;
     size_t below = 0, uncovered = 0;
@@ -602,12 +621,15 @@ int main(int argc, char** argv) {
         // times the row's largest W2 / W1, not computed here).
         const double interp = he[(size_t(2) * check + r) * dv + c];
         if (m == 0 && !(interp - ex <= hx[size_t(i) * dv + c] * (1 + 1e-9) + 1e-300)) ++uncovered;
+        // The sum of squares' certificate covers all its excess.
+        if (m == 2 && !(b - ex <= hc3[size_t(i) * dv + c] * (1 + 1e-9) + 1e-300)) ++uncovered;
         ratio.push_back(b / ex);
       }
     std::sort(ratio.begin(), ratio.end());
     auto q = [&](double p) { return ratio[std::min(ratio.size() - 1, size_t(p * ratio.size()))]; };
-    const std::string cert =
-        m == 0 ? ", interpolation excess beyond its certificate: " + std::to_string(uncovered) : "";
+    const std::string cert = m == 0   ? ", interpolation excess beyond its certificate: " + std::to_string(uncovered)
+                             : m == 2 ? ", excess beyond its certificate: " + std::to_string(uncovered)
+                                      : "";
     std::printf("  sum %d: %zu elements of %d rows; bound below the exact sum: %zu%s; bound / exact min %.6f "
                 "median %.6f p99 %.6f p99.9 %.6f max %.6f\n", m + 1, ratio.size(), check, below, cert.c_str(),
                 ratio.front(), q(0.5), q(0.99), q(0.999), ratio.back());

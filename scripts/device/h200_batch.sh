@@ -239,7 +239,9 @@ if want knot_sums; then
     step "knot_sums_sd${c%%:*}_heavy${c##*:}" 120 "$bin/knot_sums_rate" --n 16384 --heads 16 --check 256 \
       --sd "${c%%:*}" --heavy "${c##*:}"
   done
-  step knot_sums_sd2_tol1e-2 120 "$bin/knot_sums_rate" --n 16384 --heads 16 --check 256 --sd 2 --tol 1e-2
+  for sd in 1 2; do
+    step "knot_sums_sd${sd}_tol1e-2" 120 "$bin/knot_sums_rate" --n 16384 --heads 16 --check 256 --sd "$sd" --tol 1e-2
+  done
   for h in 0 32; do
     step "knot_sums_n4096_heavy$h" 120 "$bin/knot_sums_rate" --n 4096 --heads 4 --check 256 --heavy "$h"
   done
