@@ -94,13 +94,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
 #pragma unroll
     for (int r = 0; r < kStaged; ++r) {
       const int x = sx + r * kStageRows, c = sc;
-      // The descales are 1 but for the fp8 recipes, the ones stored in e4m3 or e5m2 (gpu_oracle.cpp shape_of,
-      // recipe.h): the other formats skip the multiplies, which wait on the float64 pipe behind the tensor
-      // cores' products (they were the kernel's largest stall samples; Nsight Compute at (1, 4, 4096, 128)
-      // bf16, H200: 1.22 ms with them, 1.13 ms without).
-      constexpr bool kDescaled = S == Storage::e4m3 || S == Storage::e5m2;
-      const double qv = kDescaled ? stored_value<S>(qbits[r]) * op.qd : stored_value<S>(qbits[r]);
-      const double kv = kDescaled ? stored_value<S>(kbits[r]) * op.kd : stored_value<S>(kbits[r]);
+      const double qv = descaled_value<S>(qbits[r], op.qd), kv = descaled_value<S>(kbits[r], op.kd);
       qa[x][c] = qv;
       ka[x][c] = kv;
       if (op.align) {
