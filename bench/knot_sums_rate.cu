@@ -40,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/mma.h"
+
 namespace {
 
 constexpr int kSplitKeys = 1024;  // keys per accumulation chain (64 steps of 16)
@@ -177,15 +179,11 @@ __global__ void make_operands(int n, int dv, const float* W1, const float* W2, c
   }
 }
 
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
+// The fused kernel's one-instruction wrappers (kernels/cuda/mma.h): cp.async, and mma.sync m16n8k16 on fp16.
+using flashcheck::cuda::tile::cp_async_16;
+using flashcheck::cuda::tile::smem_addr;
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  flashcheck::cuda::tile::mma(flashcheck::cuda::tile::MmaF16{}, d, a, b0, b1);
 }
 
 // Each row's `heavy` largest W1 (a non-negative float orders as its bits; ties at the threshold in key order),
@@ -288,23 +286,24 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
     // V: 64 columns x kChunkKeys keys = 64 x 8 pieces of 16 bytes.
     for (int x = threadIdx.x; x < kColsPerWarp * kChunkKeys / 8; x += blockDim.x) {
       const int c = x / (kChunkKeys / 8), p = x % (kChunkKeys / 8);
-      cp_async_16(vs + (buf * kColsPerWarp + c) * kPitch + 4 * p, Vth + int64_t(c0 + c) * n + j0 + 8 * p);
+      cp_async_16(smem_addr(vs + (buf * kColsPerWarp + c) * kPitch + 4 * p), Vth + int64_t(c0 + c) * n + j0 + 8 * p,
+                  true);
     }
     // W: kWarps x kW weights x 16 rows x 8 pieces.
     for (int x = threadIdx.x; x < kWarps * kW * 16 * (kChunkKeys / 8); x += blockDim.x) {
       const int p = x % (kChunkKeys / 8), r = x / (kChunkKeys / 8) % 16, m = x / (kChunkKeys / 8) / 16 % kW,
                 wp = x / (kChunkKeys / 8) / (16 * kW);
       const __half* src = (m ? W2h : W1h) + (int64_t(blockIdx.x) * kWarps * 16 + wp * 16 + r) * n + j0 + 8 * p;
-      cp_async_16(a_at(buf, wp, m, r) + 4 * p, src);
+      cp_async_16(smem_addr(a_at(buf, wp, m, r) + 4 * p), src, true);
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    flashcheck::cuda::tile::cp_async_commit();
   };
   load(kb, 0);
   int buf = 0;
   for (int64_t j0 = kb; j0 < ke; j0 += kChunkKeys, buf ^= 1) {
     if (j0 + kChunkKeys < ke) load(j0 + kChunkKeys, buf ^ 1);
-    else asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else flashcheck::cuda::tile::cp_async_commit();  // an empty group keeps the count of groups in flight
+    flashcheck::cuda::tile::cp_async_wait<1>();
     __syncthreads();
     const uint32_t* a1 = a_at(buf, warp, 0, 0);
     const uint32_t* a2 = a_at(buf, warp, 1, 0);
