@@ -54,6 +54,42 @@ __host__ __device__ constexpr size_t reference_tiled_smem(int dv, Storage in) {
   return tiled_v_bytes(dv) + smem_align(sizeof(TiledRows)) + 2 * tiled_raw_bytes(dv, in);
 }
 
+// A chunk's V from the bytes cp.async left in shared memory (n keys of dv stored values, dv a multiple of
+// the values in a 4-byte word) into vS as true values (stored * vd), keys n..kChunk-1 as 0 * vd; false where
+// some staged value is not finite. A thread takes whole 4-byte words, consecutive across the warp, and
+// stores their values side by side: the loads and stores fall in distinct banks. (The element-wise staging
+// through stage_rows had been a fifth of this kernel's stall samples: its index stepping, generic loads and
+// the float64 finiteness test per value; Nsight Compute source counters, H200.)
+template <Storage S>
+__device__ __forceinline__ bool stage_raw_v(const unsigned char* raw, int n, int dv, double vd, double* vS, int ldv) {
+  constexpr int kPer = 4 / storage_bytes(S);  // values a word
+  const int words = kChunk * dv / kPer, step = int(blockDim.x) * kPer;
+  const int step_t = step / dv, step_c = step % dv;
+  int t = int(threadIdx.x) * kPer / dv, c = int(threadIdx.x) * kPer % dv;
+  const uint32_t* src = reinterpret_cast<const uint32_t*>(raw);
+  uint32_t bad = 0;  // the high words' exponent fields that are all ones (inf or NaN)
+  for (int x = threadIdx.x; x < words; x += blockDim.x) {
+    const uint32_t w = t < n ? src[x] : 0u;
+    double y[kPer];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const uint32_t bits = kPer == 1 ? w : (w >> (32 / kPer * e)) & (0xffffffffu >> (32 - 32 / kPer));
+      y[e] = stored_value<S>(bits) * vd;
+      bad |= ~__double2hiint(y[e]) & 0x7ff00000u ? 0u : 1u;
+    }
+    double* d = vS + t * ldv + c;
+    if constexpr (kPer == 1) {
+      d[0] = y[0];
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPer; e += 2) *reinterpret_cast<double2*>(d + e) = make_double2(y[e], y[e + 1]);
+    }
+    t += step_t, c += step_c;
+    if (c >= dv) c -= dv, ++t;
+  }
+  return bad == 0;
+}
+
 __global__ void __launch_bounds__(kTiledThreads, 2)
     reference_tiled_kernel(Shape s, const double* key_vmax, ReferenceOut out, const double* scores) {
   extern __shared__ double smem[];
@@ -142,7 +178,8 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   // The cached dot products of chunk j0's visible (row, key) pairs for this warp's rows (lane t: key t)
   // into buffer b, by cp.async; bit k of the result: row warp + 8k sees the lane's key. Issued for the
   // next chunk before this chunk's sums, so that the cache's latency hides behind them.
-  auto load_scores = [&](int64_t j0, int b) {
+  // The lane's key's largest |V| (key_vmax) comes with them, one load for the warp's four rows.
+  auto load_scores = [&](int64_t j0, int b, double& vm) {
     unsigned vis = 0;
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
     const int64_t j = j0 + lane;
@@ -156,6 +193,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
       }
     }
     cp_async_commit();
+    vm = vis ? key_vmax[kv0 + j] : 0.0;
     return vis;
   };
 
@@ -175,18 +213,20 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   // then the tile's sums.
   int buf = 0;
   fetch_v(chunk_floor(br.lo), buf);
-  unsigned chunk_vis = load_scores(chunk_floor(br.lo), buf);
+  double chunk_vm = 0;  // the lane's key's key_vmax where one of the warp's rows sees it
+  unsigned chunk_vis = load_scores(chunk_floor(br.lo), buf, chunk_vm);
   for (int64_t j0 = chunk_floor(br.lo); j0 < br.hi; j0 += kChunk, buf ^= 1) {
     const int nc = int(min(int64_t(kChunk), br.hi - j0));
     cp_async_wait_all();  // this chunk's dot products and V bytes, copied by this thread
     __syncthreads();      // the previous chunk's V and weights are read, and everyone's copies are in
     chunk_finite = true;
     if (v_async) {
-      stage_rows_any(s.in, raw(buf), 0, s.dv, nc, vS, ldv, 1, v_value);
+      chunk_finite = with_storage(s.in, [&](auto tag) {
+        return stage_raw_v<decltype(tag)::value>(raw(buf), nc, s.dv, vd, vS, ldv);
+      });
     } else {
       stage_rows_any(s.in, s.v, v_base(s, br.b, br.hk, j0), s.dv, nc, vS, ldv, 1, v_value);
     }
-    const int64_t j = j0 + lane;
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int x = warp + 8 * k;
       const bool vis = chunk_vis >> k & 1u;
@@ -197,7 +237,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
         eta_max[k] = fmax(eta_max[k], g_d * ad + u * fabs(xs) + 2.01 * u);
         w = exp(xs);
         l[k] += w;
-        v_max[k] = fmax(v_max[k], key_vmax[kv0 + j]);
+        v_max[k] = fmax(v_max[k], chunk_vm);
       }
       const unsigned seen = __ballot_sync(0xffffffffu, vis);
       tr.w[x][lane] = w;
@@ -205,7 +245,7 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     }
     if (j0 + kChunk < br.hi) {
       fetch_v(j0 + kChunk, buf ^ 1);  // raw(buf ^ 1) was converted a chunk ago, before that chunk's barrier
-      chunk_vis = load_scores(j0 + kChunk, buf ^ 1);
+      chunk_vis = load_scores(j0 + kChunk, buf ^ 1, chunk_vm);
     }
     if (__syncthreads_or(!chunk_finite) == 0) {
       // Four keys a step, ascending: a's chains are the row kernel's (the header).
