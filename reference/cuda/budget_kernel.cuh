@@ -298,7 +298,13 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   const bool fold = kSplit && filled && aligned;
   double* const tile_max = kSplit ? wts.tile_max + slot * wts.words : nullptr;
   if (fold) {
-    // Chunk j0's key of this lane: its score, R and V_max, loaded two chunks ahead of their use.
+    // Chunk j0's key of this lane: whether the row sees it, its V_max, and in place of its score and R the
+    // chunk's largest ones over the keys the row sees (the score kernel's chunk summary, oracle_types.h
+    // ChunkSummary: z_sign z is largest at z_max for z_sign = 1 and at z_min for -1), loaded two chunks
+    // ahead of their use. Every maximum below is then the same, and so is eps_max, a monotone function of
+    // R; the counts come from the visibility alone. The sweep's loads of the cached scores and R had been
+    // about a third of this kernel's stall samples (Nsight Compute source counters, H200).
+    const ChunkSummary* const summary = chunk_summaries(in.scores, s.pass_rows, s.n_k) + lr * summary_chunks(s.n_k);
     struct Ahead {
       bool vis;
       KeyScore k;
@@ -308,7 +314,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       const int64_t j = j0 + lane;
       Ahead a{j < br.hi && sees(j), {0.0, 0.0, 0.0}, 0.0};
       if (a.vis) {
-        a.k = filled_score(j);
+        const ChunkSummary& c = summary[j0 / kChunk];
+        a.k = KeyScore{z_sign > 0 ? c.z_max : -c.z_min, c.r_max, 0.0};
         a.vm = in.key_vmax[kv0 + j];
       }
       return a;

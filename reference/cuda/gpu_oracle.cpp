@@ -146,13 +146,16 @@ size_t pass_bytes() { return env_bytes("FLASHCHECK_ORACLE_PASS_BYTES", size_t(2)
 
 size_t workspace_per_row(const Problem& p) { return size_t(p.dv) * 5 * sizeof(double) + 6 * sizeof(double); }
 
-// The score cache (oracle_types.h): kScoreCachePlanes doubles per row and key of a pass. It is optional,
-// and capped apart from the workspace above (FLASHCHECK_ORACLE_CACHE_BYTES, 0 = none; default 32 GiB and
-// at most a quarter of the free device memory, so that judgements on several threads still fit): passes
-// shrink to fit it, but not below kMinCachedPassRows rows (128 blocks of 8 rows, about one wave of the
-// budget kernel on an H200), where the budget recomputes the scores instead.
+// The score cache (oracle_types.h): kScoreCachePlanes doubles per row and key of a pass, and a summary per
+// row and chunk of 32 keys. It is optional, and capped apart from the workspace above
+// (FLASHCHECK_ORACLE_CACHE_BYTES, 0 = none; default 32 GiB and at most a quarter of the free device memory,
+// so that judgements on several threads still fit): passes shrink to fit it, but not below
+// kMinCachedPassRows rows (128 blocks of 8 rows, about one wave of the budget kernel on an H200), where the
+// budget recomputes the scores instead.
 inline constexpr int64_t kMinCachedPassRows = 1024;
-size_t score_cache_per_row(const Problem& p) { return size_t(p.n_k) * kScoreCachePlanes * sizeof(double); }
+size_t score_cache_per_row(const Problem& p) {
+  return size_t(p.n_k) * kScoreCachePlanes * sizeof(double) + size_t(summary_chunks(p.n_k)) * sizeof(ChunkSummary);
+}
 size_t score_cache_cap(size_t free_bytes) {
   return env_bytes("FLASHCHECK_ORACLE_CACHE_BYTES", std::min(size_t(32) << 30, free_bytes / 4));
 }
@@ -527,7 +530,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   if (cache_rows > 0) {
     // Optional: where it cannot be had (another judgement took the memory meanwhile), the budget
     // recomputes the scores in passes of the plain size.
-    const size_t bytes = size_t(max_pass_rows(passes)) * score_cache_per_row(p);
+    const size_t bytes = size_t(max_pass_rows(passes)) * score_cache_per_row(p) + 32;  // chunk_summaries' alignment
     if (cudaMalloc(&w.scores.ptr, bytes) == cudaSuccess) {
       w.scores.bytes = bytes;
       result.timing.peak_device_bytes += bytes;

@@ -101,6 +101,7 @@ __device__ __forceinline__ int64_t v_base(const Shape& s, int b, int hk, int64_t
 // (kT[c * kPitch + t], lane t reads key t, 32 consecutive doubles) and V row-major (vS[t * dv + c], lane c
 // reads column c).
 inline constexpr int kChunk = 32;
+static_assert(kChunk == kSummaryKeys, "a key chunk is a chunk of the score cache's summaries");
 inline constexpr int kPitch = kChunk + 1;  // staging writes (consecutive c) spread over the banks
 
 // Shared-memory regions start on 16-byte boundaries.

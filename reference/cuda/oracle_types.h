@@ -50,6 +50,29 @@ struct Shape {
 // it inline: a shared helper changed their register allocation and added spills.)
 inline constexpr int kScoreCachePlanes = 3;
 
+// Behind the planes, the score kernel's summary of each (row, chunk of 32 keys) it fills: over the keys the
+// row sees there, the largest and the smallest plane-0 value and the largest plane-1 value (NaN ignored, as
+// fmax ignores it), how many keys, and whether one holds a NaN. A row's maximum score, its count and its
+// largest R are then a walk over its chunks instead of a sweep over its keys: a chunk's largest fl(scale z)
+// is fl(scale z_max) for scale > 0 and fl(scale z_min) for scale < 0, as rounding is monotone, and so on
+// for every monotone function of z or R. At [(pass row) * summary_chunks(n_k) + key / kSummaryKeys], 32-byte
+// aligned.
+inline constexpr int kSummaryKeys = 32;  // keys a chunk
+struct ChunkSummary {
+  double z_max, z_min, r_max;
+  int count, nan;
+};
+static_assert(sizeof(ChunkSummary) == 32);
+FC_HOST_DEVICE constexpr int64_t summary_chunks(int64_t n_k) { return (n_k + kSummaryKeys - 1) / kSummaryKeys; }
+// Where the summaries start: the planes' end rounded up to 32 bytes (the allocation adds the 32).
+FC_HOST_DEVICE inline ChunkSummary* chunk_summaries(double* scores, int64_t pass_rows, int64_t n_k) {
+  const int64_t planes = kScoreCachePlanes * pass_rows * n_k;
+  return reinterpret_cast<ChunkSummary*>(scores + (planes + 3) / 4 * 4);
+}
+FC_HOST_DEVICE inline const ChunkSummary* chunk_summaries(const double* scores, int64_t pass_rows, int64_t n_k) {
+  return chunk_summaries(const_cast<double*>(scores), pass_rows, n_k);
+}
+
 // The oracle's scope: head dims up to kMaxHeadDim, softmax steps (budget tile widths) up to kMaxStep.
 inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kMaxStep = 128;

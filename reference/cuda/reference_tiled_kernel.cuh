@@ -114,8 +114,10 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
   const int64_t lr0 = br.r0 - s.row0;  // block row x is the pass's row lr0 + x
   auto i_of = [&br](int x) { return br.i0 + x; };  // block row x's query index
 
-  // Sweep 1 from the cache, warp w for rows w + 8k: the maximum score, NaN, the number of visible keys
-  // (the row kernel's).
+  // Sweep 1 from the cache's chunk summaries, warp w for rows w + 8k: the maximum score, NaN, the number of
+  // visible keys (the row kernel's).
+  const ChunkSummary* const summaries = chunk_summaries(scores, s.pass_rows, s.n_k);
+  const int64_t chunks = summary_chunks(s.n_k);
   bool any = false;
   for (int k = 0; k < kRowsPerWarp; ++k) {
     const int x = warp + 8 * k;
@@ -127,25 +129,22 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     bool nan_score = false;
     int64_t n = 0;
     if (in_pass) {
-      // The row's own keys, four chunks' loads before their uses: waiting on each load of the cache in
-      // turn was a fifth of this kernel's stall samples (Nsight Compute source counters, H200).
-      const double* z = scores + lr * s.n_k;
-      for (int64_t j0 = chunk_floor(lo) + lane; j0 < hi; j0 += 4 * kChunk) {
-        double sc[4];
-        bool seen[4];
+      // The row's chunk summaries (oracle_types.h ChunkSummary), a lane per chunk, four loads before their
+      // uses: the sweep over the row's cached scores had been a tenth of this kernel's stall samples.
+      const ChunkSummary* cs = summaries + lr * chunks;
+      for (int64_t c0 = lo / kChunk + lane; c0 * kChunk < hi; c0 += 4 * 32) {
+        ChunkSummary q[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int64_t j = j0 + q * kChunk;
-          seen[q] = sees_key(s, i, j, lo, hi, br.len);
-          sc[q] = seen[q] ? z[j] : 0.0;
+        for (int k = 0; k < 4; ++k) {
+          const int64_t c = c0 + 32 * k;
+          q[k] = c * kChunk < hi ? cs[c] : ChunkSummary{0, 0, 0, 0, 0};
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          if (seen[q]) {
-            const double x = s.scale * sc[q];
-            ++n;
-            if (x != x) nan_score = true;
-            else m = fmax(m, x);
+        for (int k = 0; k < 4; ++k)
+          if (q[k].count > 0) {
+            n += q[k].count;
+            nan_score = nan_score || q[k].nan;
+            m = fmax(m, s.scale * (s.scale > 0 ? q[k].z_max : q[k].z_min));
           }
       }
     }

@@ -7,7 +7,9 @@
 // the same column order, from the same values as the kernels' (reference_kernel.cuh dot_abs,
 // budget_kernel.cuh key_score): the cache holds the very doubles the kernels would have computed, and the
 // results stay the same bit for bit.
-// Pairs a row does not see are computed too (a tile is a rectangle) and never read.
+// Pairs a row does not see are computed too (a tile is a rectangle) and never read. Each (row, chunk of 32
+// keys) also gets its summary over the keys the row sees (oracle_types.h ChunkSummary), which the first
+// sweeps of the tiled reference and of the budget's weights kernel walk instead of the row's scores.
 #pragma once
 
 #include <type_traits>
@@ -115,21 +117,43 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
   }
 
   const int64_t plane = s.pass_rows * s.n_k, end = s.row0 + s.pass_rows;
+  ChunkSummary* const summaries = chunk_summaries(scores, s.pass_rows, s.n_k);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int x = qr + g + 8 * h;
     const int64_t i = br.i0 + x, gr = br.r0 + x;  // row in its head, row in BHN order
-    if (i >= s.n_q || gr < s.row0 || gr >= end) continue;
+    const bool row = i < s.n_q && gr >= s.row0 && gr < end;  // the same for the four lanes of a row
+    int64_t lo = 0, hi = 0;
+    if (row) row_key_range(s, i, br.len, lo, hi);
     double* z = scores + (gr - s.row0) * s.n_k;
+    ChunkSummary sum{-HUGE_VAL, HUGE_VAL, -HUGE_VAL, 0, 0};  // the lane's keys the row sees
 #pragma unroll
     for (int n = 0; n < 4; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t j = j0 + kc + 8 * n + 2 * tq + e;
-        if (j >= s.n_k) continue;
-        z[j] = op.signed_scores ? op.sign * dot[n][2 * h + e] : dot[n][2 * h + e];
-        z[plane + j] = sum2[n][2 * h + e];  // plane 2 (the tf32 operand error) is not read where this kernel filled
+        if (!row || j >= s.n_k) continue;
+        const double zv = op.signed_scores ? op.sign * dot[n][2 * h + e] : dot[n][2 * h + e], r = sum2[n][2 * h + e];
+        z[j] = zv;
+        z[plane + j] = r;  // plane 2 (the tf32 operand error) is not read where this kernel filled
+        if (sees_key(s, i, j, lo, hi, br.len)) {
+          sum.z_max = fmax(sum.z_max, zv), sum.z_min = fmin(sum.z_min, zv), sum.r_max = fmax(sum.r_max, r);
+          ++sum.count;
+          sum.nan |= zv != zv;
+        }
       }
+    // The warp's 32 keys are one chunk of the summaries: the row's summary over its four lanes (t = lane % 4).
+    static_assert(kSummaryKeys == 32 && kScoreTile % 64 == 0);
+#pragma unroll
+    for (int o = 1; o < 4; o *= 2) {
+      sum.z_max = fmax(sum.z_max, __shfl_xor_sync(0xffffffffu, sum.z_max, o));
+      sum.z_min = fmin(sum.z_min, __shfl_xor_sync(0xffffffffu, sum.z_min, o));
+      sum.r_max = fmax(sum.r_max, __shfl_xor_sync(0xffffffffu, sum.r_max, o));
+      sum.count += __shfl_xor_sync(0xffffffffu, sum.count, o);
+      sum.nan |= __shfl_xor_sync(0xffffffffu, sum.nan, o);
+    }
+    if (row && tq == 0 && j0 + kc < s.n_k)
+      summaries[(gr - s.row0) * summary_chunks(s.n_k) + (j0 + kc) / kSummaryKeys] = sum;
   }
 }
 
