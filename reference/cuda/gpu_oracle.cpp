@@ -238,6 +238,14 @@ struct Workspace {
   bool share_checked = false, share_scores = false;
 };
 
+// FLASHCHECK_ORACLE_POISON=1 fills the score cache and the two-kernel workspace with 0x7f bytes when they are
+// allocated (finite doubles near 1.4e306, positive counts), so that a kernel that reads what no kernel wrote
+// gets a wrong answer instead of whatever an earlier judgement left there (the agreement test sets it).
+void poison_if_asked(void* ptr, size_t bytes) {
+  const char* e = std::getenv("FLASHCHECK_ORACLE_POISON");
+  if (ptr && e && std::strcmp(e, "1") == 0) check(cudaMemset(ptr, 0x7f, bytes), "poison");
+}
+
 // The two-kernel budget's workspace for passes of at most pass_rows rows, where the cap allows one block
 // of rows at least; its bytes (0: the single kernel runs).
 size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
@@ -267,6 +275,7 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
     return 0;
   }
   w.split.bytes = bytes;
+  poison_if_asked(w.split.ptr, bytes);
   // V first (the allocation's alignment: the sums kernel copies V and the weights 16 bytes at a time),
   // then the weights, the row terms and the tile maxima (8-byte fields), the masks.
   unsigned char* base = static_cast<unsigned char*>(w.split.ptr);
@@ -533,6 +542,7 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
     const size_t bytes = size_t(max_pass_rows(passes)) * score_cache_per_row(p) + 32;  // chunk_summaries' alignment
     if (cudaMalloc(&w.scores.ptr, bytes) == cudaSuccess) {
       w.scores.bytes = bytes;
+      poison_if_asked(w.scores.ptr, bytes);
       result.timing.peak_device_bytes += bytes;
     } else {
       (void)cudaGetLastError();

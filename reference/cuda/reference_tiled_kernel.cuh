@@ -128,9 +128,11 @@ __global__ void __launch_bounds__(kTiledThreads, 2)
     double m = -inf;
     bool nan_score = false;
     int64_t n = 0;
-    if (in_pass) {
+    if (in_pass && lo < hi) {
       // The row's chunk summaries (oracle_types.h ChunkSummary), a lane per chunk, four loads before their
-      // uses: the sweep over the row's cached scores had been a tenth of this kernel's stall samples.
+      // uses: the sweep over the row's cached scores had been a tenth of this kernel's stall samples. Only
+      // chunks that hold a key of [lo, hi) were summarised for the row: a row that sees no key has lo = hi,
+      // possibly past the last chunk, and reads none.
       const ChunkSummary* cs = summaries + lr * chunks;
       for (int64_t c0 = lo / kChunk + lane; c0 * kChunk < hi; c0 += 4 * 32) {
         ChunkSummary q[4];

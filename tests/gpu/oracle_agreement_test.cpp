@@ -93,6 +93,22 @@ EmulatedCase emulated_case(Recipe r, std::mt19937_64& rng, int dims = 0) {
   return e;
 }
 
+// The emulation's output on (p, in, o), judged by the GPU oracle for the plan it reports (8 worst kept).
+struct EmulationJudged {
+  SubjectOutput out;
+  gpu::Arrays arrays;
+  gpu::Verdict verdict;
+};
+EmulationJudged judge_emulation(const Problem& p, const AttentionInputs& in, const RunOptions& o) {
+  EmulatedKernel emu;
+  EmulationJudged j;
+  j.out = emu.run(p, in, o);
+  const BudgetBasis basis = budget_basis(emu.capabilities(), o, j.out.plan);
+  const gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+  j.verdict = gpu::judge_host_data(p, req, in, j.out.o, j.out.lse, 8, &j.arrays);
+  return j;
+}
+
 TEST(OracleAgreement, GpuReferenceBudgetAndVerdictAgreeWithTheCpu) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
@@ -344,6 +360,39 @@ TEST(OracleAgreement, SubnormalInputsKeepTheBudgetsOwnScores) {
   EXPECT_GT(aligned_cases, 0) << "no case budgeted tensor-core accumulation, whose alignment is the point";
 }
 
+// Rows that see no key take no part: O = 0 and LSE = -inf, as on the CPU. A window past the keys gives such
+// rows key ranges [lo, lo) that lie beyond the last chunk of the score cache's summaries (the fuzzer found a
+// first sweep that read one: Nk = 1, window-top-left 45,64). The cache and the budget's workspace are
+// poisoned, so that a read of anything no kernel wrote shows whatever earlier judgements left there.
+TEST(OracleAgreement, RowsThatSeeNoKeyReadNoSummary) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  ASSERT_EQ(setenv("FLASHCHECK_ORACLE_POISON", "1", 1), 0);
+  for (const int64_t n_k : {1, 40, 100}) {
+    Problem p;
+    p.batch = 1, p.heads_q = 4, p.heads_kv = 2, p.n_q = 239, p.n_k = n_k, p.d = p.dv = 64;
+    p.window = Window{45, 64, Align::top_left};
+    RunOptions o;
+    o.recipe = Recipe::bf16;
+    const AttentionInputs in = make_inputs(p, Distribution::normal, o.recipe, 7, &o);
+    const EmulationJudged j = judge_emulation(p, in, o);
+    const gpu::Arrays& g = j.arrays;
+    const Float64Attention ref = exact_attention_f64(p, in);
+    int empty_rows = 0;
+    for (size_t x = 0; x < p.lse_size(); ++x) {
+      empty_rows += ref.out.lse[x] == -HUGE_VAL;
+      ASSERT_TRUE(agree(g.ref.out.lse[x], ref.out.lse[x], g.ref.lse_error_bound[x] + ref.lse_error_bound[x]))
+          << "n_k " << n_k << " LSE[" << x << "] gpu " << g.ref.out.lse[x] << " cpu " << ref.out.lse[x];
+    }
+    for (size_t x = 0; x < p.o_size(); ++x)
+      ASSERT_TRUE(agree(g.ref.out.o[x], ref.out.o[x], g.ref.o_error_bound[x] + ref.o_error_bound[x]))
+          << "n_k " << n_k << " O[" << x << "] gpu " << g.ref.out.o[x] << " cpu " << ref.out.o[x];
+    EXPECT_GT(empty_rows, 100) << "n_k " << n_k << ": the window leaves most rows without keys";
+    EXPECT_EQ(j.verdict.verdict.violations, 0u) << "n_k " << n_k;
+  }
+  unsetenv("FLASHCHECK_ORACLE_POISON");
+}
+
 // The worst list when more elements tie at its threshold than the device list holds (65,536): V is zero
 // but for one element, of a key that only the last six rows see (causal), so every other element of O is
 // exact (error 0: a tie at a threshold of 0) and the elements with an error are at most six. All of them must head the
@@ -360,12 +409,10 @@ TEST(OracleAgreement, WorstListKeepsTheWorstAmongManyTies) {
   std::fill(in.v.begin(), in.v.end(), 0.0);
   const int64_t key = p.n_k - 6;
   in.v[size_t(key) * p.dv + 5] = 1.25;
-  EmulatedKernel emu;
-  const SubjectOutput out = emu.run(p, in, o);
-  const BudgetBasis basis = budget_basis(emu.capabilities(), o, out.plan);
-  const gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
-  gpu::Arrays a;
-  const gpu::Verdict v = gpu::judge_host_data(p, req, in, out.o, out.lse, 8, &a);
+  const EmulationJudged j = judge_emulation(p, in, o);
+  const SubjectOutput& out = j.out;
+  const gpu::Arrays& a = j.arrays;
+  const gpu::Verdict& v = j.verdict;
   ASSERT_GT(out.o.size(), size_t(65536));
   std::vector<size_t> with_error;
   for (size_t x = 0; x < out.o.size(); ++x)
