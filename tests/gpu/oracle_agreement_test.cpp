@@ -11,7 +11,8 @@
 //     centred sums move by up to two fp32 ulps of O per unit weight (a case of this test did);
 //   - the GPU's verdict on the emulation's output has the CPU's counts and maxima;
 //   - the float64 tensor cores sum as the fma chains the score kernel and the tiled reference count on.
-// Skipped, visibly, where no CUDA device is usable.
+// Every judgement runs on a poisoned score cache and budget workspace (kPoisoned below). Skipped, visibly,
+// where no CUDA device is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +34,13 @@
 
 namespace fc {
 namespace {
+
+// Every judgement of this file runs on a poisoned score cache and budget workspace (0x7f bytes at
+// allocation, reference/cuda/gpu_oracle.cpp): a kernel that reads what no kernel wrote then fails a
+// comparison instead of reading what an earlier judgement left there. Set before any test runs, unless the
+// environment already says (compute-sanitizer's initcheck runs it with 0: an unwritten read is then
+// uninitialised, which it reports).
+const bool kPoisoned = setenv("FLASHCHECK_ORACLE_POISON", "1", 0) == 0;
 
 // |a - b| <= tol, NaN only with NaN, infinities only with the same infinity.
 bool agree(double a, double b, double tol) {
@@ -362,12 +370,13 @@ TEST(OracleAgreement, SubnormalInputsKeepTheBudgetsOwnScores) {
 
 // Rows that see no key take no part: O = 0 and LSE = -inf, as on the CPU. A window past the keys gives such
 // rows key ranges [lo, lo) that lie beyond the last chunk of the score cache's summaries (the fuzzer found a
-// first sweep that read one: Nk = 1, window-top-left 45,64). The cache and the budget's workspace are
-// poisoned, so that a read of anything no kernel wrote shows whatever earlier judgements left there.
+// first sweep that read one: Nk = 1, window-top-left 45,64), which the poisoned cache (kPoisoned) shows.
 TEST(OracleAgreement, RowsThatSeeNoKeyReadNoSummary) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
-  ASSERT_EQ(setenv("FLASHCHECK_ORACLE_POISON", "1", 1), 0);
+  ASSERT_TRUE(kPoisoned);
+  const std::string before = std::getenv("FLASHCHECK_ORACLE_POISON");
+  ASSERT_EQ(setenv("FLASHCHECK_ORACLE_POISON", "1", 1), 0);  // this test's point, whatever the environment says
   for (const int64_t n_k : {1, 40, 100}) {
     Problem p;
     p.batch = 1, p.heads_q = 4, p.heads_kv = 2, p.n_q = 239, p.n_k = n_k, p.d = p.dv = 64;
@@ -390,7 +399,7 @@ TEST(OracleAgreement, RowsThatSeeNoKeyReadNoSummary) {
     EXPECT_GT(empty_rows, 100) << "n_k " << n_k << ": the window leaves most rows without keys";
     EXPECT_EQ(j.verdict.verdict.violations, 0u) << "n_k " << n_k;
   }
-  unsetenv("FLASHCHECK_ORACLE_POISON");
+  setenv("FLASHCHECK_ORACLE_POISON", before.c_str(), 1);
 }
 
 // The worst list when more elements tie at its threshold than the device list holds (65,536): V is zero
