@@ -28,6 +28,13 @@ inline constexpr int kScoreThreads = 256;
 __device__ __forceinline__ double score_operand2(const ScoreOperands& op, double x) {
   return op.align ? align_mag(x, op.mn) : fabs(x);
 }
+// The staged second operand of x, and whether it differs from |x| (then the products read it from
+// shared memory instead of taking |x| from the first operand): both stagings below.
+__device__ __forceinline__ double staged_operand2(const ScoreOperands& op, double x, bool& changed) {
+  const double y = score_operand2(op, x);
+  changed = changed || !(y == fabs(x));
+  return y;
+}
 
 // One kernel per storage format: the staging's loads are the format's own, not a switch per value, and
 // each format's registers are allocated apart.
@@ -118,9 +125,8 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
       double* b = piece_k ? &kb[piece_row][piece_col] : &qb[piece_row][piece_col];
 #pragma unroll
       for (int e = 0; e < 8; e += 2) {
-        const double x0 = score_operand2(op, v[e]), x1 = score_operand2(op, v[e + 1]);
+        const double x0 = staged_operand2(op, v[e], changed), x1 = staged_operand2(op, v[e + 1], changed);
         *reinterpret_cast<double2*>(b + e) = make_double2(x0, x1);
-        changed = changed || !(x0 == fabs(v[e])) || !(x1 == fabs(v[e + 1]));
       }
     }
   };
@@ -141,10 +147,8 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
         qa[x][c] = qv;
         ka[x][c] = kv;
         if (op.align) {
-          const double q2 = score_operand2(op, qv), k2 = score_operand2(op, kv);
-          qb[x][c] = q2;
-          kb[x][c] = k2;
-          changed = changed || !(q2 == fabs(qv)) || !(k2 == fabs(kv));
+          qb[x][c] = staged_operand2(op, qv, changed);
+          kb[x][c] = staged_operand2(op, kv, changed);
         }
       }
       if (c0 + kScoreDepth < s.d) load_slice(c0 + kScoreDepth);
