@@ -164,6 +164,10 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
 
   const int64_t plane = s.pass_rows * s.n_k, end = s.row0 + s.pass_rows;
   ChunkSummary* const summaries = chunk_summaries(scores, s.pass_rows, s.n_k);
+  const int64_t jc = j0 + kc;  // the warp's 32 keys: one chunk of the summaries
+  // With N_k even, a lane's two keys j, j + 1 (j even) lie in one 16-byte aligned pair of each plane,
+  // written by one store each (the stores had been twice as many as the planes' pairs).
+  const bool pairs = s.n_k % 2 == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int x = qr + g + 8 * h;
@@ -173,21 +177,60 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
     if (row) row_key_range(s, i, br.len, lo, hi);
     double* z = scores + (gr - s.row0) * s.n_k;
     ChunkSummary sum{-HUGE_VAL, HUGE_VAL, -HUGE_VAL, 0, 0};  // the lane's keys the row sees
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
+    auto values = [&](int n, double (&zv)[2], double (&r)[2]) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + kc + 8 * n + 2 * tq + e;
-        if (!row || j >= s.n_k) continue;
-        const double zv = op.signed_scores ? op.sign * dot[n][2 * h + e] : dot[n][2 * h + e], r = sum2[n][2 * h + e];
-        z[j] = zv;
-        z[plane + j] = r;  // plane 2 (the tf32 operand error) is not read where this kernel filled
-        if (sees_key(s, i, j, lo, hi, br.len)) {
-          sum.z_max = fmax(sum.z_max, zv), sum.z_min = fmin(sum.z_min, zv), sum.r_max = fmax(sum.r_max, r);
-          ++sum.count;
-          sum.nan |= zv != zv;
+        zv[e] = op.signed_scores ? op.sign * dot[n][2 * h + e] : dot[n][2 * h + e];
+        r[e] = sum2[n][2 * h + e];
+      }
+    };
+    auto add = [&sum](double zv, double r) {
+      sum.z_max = fmax(sum.z_max, zv), sum.z_min = fmin(sum.z_min, zv), sum.r_max = fmax(sum.r_max, r);
+      ++sum.count;
+      sum.nan |= zv != zv;
+    };
+    // plane 2 (the tf32 operand error) is not read where this kernel filled
+    if (row && s.dense == nullptr && lo <= jc && jc + kSummaryKeys <= hi) {
+      // The row sees every key of the chunk (hi <= N_k): no test per key. The per-key tests, their 64-bit
+      // compares and the dense mask's checks, had made this epilogue longer than the products' loop
+      // (Nsight Compute source counters, H200).
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int64_t j = jc + 8 * n + 2 * tq;
+        double zv[2], r[2];
+        values(n, zv, r);
+        if (pairs) {
+          *reinterpret_cast<double2*>(z + j) = make_double2(zv[0], zv[1]);
+          *reinterpret_cast<double2*>(z + plane + j) = make_double2(r[0], r[1]);
+        } else {
+          z[j] = zv[0], z[j + 1] = zv[1];
+          z[plane + j] = r[0], z[plane + j + 1] = r[1];
+        }
+        add(zv[0], r[0]);
+        add(zv[1], r[1]);
+      }
+    } else if (row) {
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int64_t j = jc + 8 * n + 2 * tq;
+        if (j >= s.n_k) continue;
+        double zv[2], r[2];
+        values(n, zv, r);
+        if (pairs) {
+          *reinterpret_cast<double2*>(z + j) = make_double2(zv[0], zv[1]);
+          *reinterpret_cast<double2*>(z + plane + j) = make_double2(r[0], r[1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (j + e >= s.n_k) continue;
+          if (!pairs) {
+            z[j + e] = zv[e];
+            z[plane + j + e] = r[e];
+          }
+          if (sees_key(s, i, j + e, lo, hi, br.len)) add(zv[e], r[e]);
         }
       }
+    }
     // The warp's 32 keys are one chunk of the summaries: the row's summary over its four lanes (t = lane % 4).
     static_assert(kSummaryKeys == 32 && kScoreTile % 64 == 0);
 #pragma unroll
