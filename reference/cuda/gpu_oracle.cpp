@@ -217,7 +217,7 @@ DeviceFootprint oracle_footprint(const Problem& p, Recipe r) {
               p.key_lengths.size() * sizeof(int64_t) + p.dense_mask.size();
   const size_t threads = size_t(1024) * 256;  // the verdict's grid at most
   f.workspace = size_t(max_pass_rows(plan_passes(p))) * workspace_per_row(p) +
-                size_t(p.batch) * p.heads_kv * p.n_k * 2 * sizeof(double) + threads * sizeof(double) +
+                size_t(p.batch) * p.heads_kv * p.n_k * 2 * sizeof(double) + (threads + 2) * sizeof(double) +
                 kWorstCap * sizeof(Candidate) + sizeof(VerdictSums) + p.key_lengths.size() * sizeof(int64_t) +
                 p.dense_mask.size();
   return f;
@@ -230,7 +230,7 @@ namespace {
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, a_factor, a_floor, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax, key_vmin, sums, best, cand, count, scores, split, detect;
+      scale_a, key_vmax, key_vmin, sums, best, selected, cand, count, scores, split, detect;
   BudgetWeights weights{};  // over `split`, when it is allocated
   int vblocks = 0;
   // The budgets read the reference's fill of the score cache (reference_and_budget); decided in the first
@@ -317,6 +317,7 @@ void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
   check(cudaMemset(w.sums.ptr, 0, sizeof(VerdictSums)), "memset");
   w.vblocks = int(std::min<int64_t>(1024, (int64_t(no + nl) + 255) / 256));
   w.best = DeviceBuffer(size_t(std::max(w.vblocks, 1)) * 256 * sizeof(double));
+  w.selected = DeviceBuffer(2 * sizeof(double));
   w.cand = DeviceBuffer(kWorstCap * sizeof(Candidate));
   w.count = DeviceBuffer(sizeof(unsigned long long));
   w.detect = DeviceBuffer(sizeof(unsigned));
@@ -422,16 +423,19 @@ void verdict_pass(const Problem& p, const BudgetRequest& basis, const DeviceTens
   const int vblocks = int(std::min<int64_t>(w.vblocks, (s.pass_rows * (p.dv + 1) + 255) / 256));
   check(launch_verdict(s, vin, w.sums.as<VerdictSums>(), w.best.as<double>(), vblocks), "verdict kernel");
   if (keep_worst == 0) return;
-  std::vector<double> bests(size_t(vblocks) * 256);
-  check(cudaMemcpy(bests.data(), w.best.ptr, bests.size() * sizeof(double), cudaMemcpyDeviceToHost), "verdict");
+  // The pass's largest thread maximum and the keep_worst-th largest, selected on the device (a pass has up
+  // to 262,144 of them).
+  const int64_t n_best = int64_t(vblocks) * 256;
+  check(launch_kth_largest(w.best.as<double>(), n_best, std::min<int64_t>(n_best, int64_t(keep_worst)),
+                           w.selected.as<double>()),
+        "select kernel");
+  double selected[2];
+  check(cudaMemcpy(selected, w.selected.ptr, sizeof selected, cudaMemcpyDeviceToHost), "verdict");
   // A pass whose largest error/bound is below the k-th of a full list adds nothing to it (many passes of a
   // large problem, each of which would otherwise collect its candidates).
-  const double pass_max = *std::max_element(bests.begin(), bests.end());
+  const double pass_max = selected[0];
   if (worst.size() >= keep_worst && pass_max < worst[keep_worst - 1].ratio) return;
-  // The keep_worst-th largest (a selection, not a sort: a pass has up to 262,144 of them).
-  const size_t kth = std::min(bests.size(), keep_worst) - 1;
-  std::nth_element(bests.begin(), bests.begin() + ptrdiff_t(kth), bests.end(), std::greater<double>());
-  const double threshold = std::max(0.0, bests[kth]);
+  const double threshold = selected[1];
   // Every element of the pass at or above `thr` (at most kWorstCap of them, in no particular order).
   auto collect = [&](double thr, std::vector<Candidate>& into) {
     check(cudaMemset(w.count.ptr, 0, sizeof(unsigned long long)), "memset");

@@ -177,6 +177,11 @@ cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sum
   return cudaGetLastError();
 }
 
+cudaError_t launch_kth_largest(const double* best, int64_t n, int64_t k, double* out) {
+  kth_largest_kernel<<<1, kSelectThreads>>>(best, n, k, out);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,
                          unsigned long long* count, unsigned long long cap, int blocks) {
   worst_kernel<<<blocks, 256>>>(s, in, threshold, out, count, cap);

@@ -218,5 +218,7 @@ cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sum
 int64_t dmma_chain_mismatches(uint64_t seed, int64_t tests, bool descending);
 cudaError_t launch_worst(const Shape& s, const VerdictIn& in, double threshold, Candidate* out,
                          unsigned long long* count, unsigned long long cap, int blocks);
+// The largest of best[0 .. n) and its k-th largest (1 <= k <= n), each at least 0, into out[0] and out[1].
+cudaError_t launch_kth_largest(const double* best, int64_t n, int64_t k, double* out);
 
 }  // namespace fc::gpu::detail

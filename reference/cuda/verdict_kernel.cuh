@@ -119,6 +119,65 @@ __global__ void verdict_kernel(Shape s, VerdictIn in, VerdictSums* sums, double*
   atomic_max_pos(&sums->max_lse_ratio, max_lse);
 }
 
+// Between the passes: the largest of n thread maxima (best[]) and the k-th largest (1 <= k <= n), each at
+// least 0, into out[0] and out[1]; one block. A radix select on the bit patterns, a byte at a time from
+// the top (non-negative doubles order as their bits; a thread that noted nothing holds -1, taken as 0, as
+// the threshold is at least 0 anyway): per byte, the histogram of the values that share the bytes chosen
+// so far, then the byte where the count from the top reaches k. The values of a pass share their upper
+// bytes, so a warp's lanes that fall in one bin add to it once, by their leader (one shared-memory atomic
+// per value had serialised the kernel: 9.7 ms a pass at (1, 16, 16k, 128), H200). The host had copied all
+// n (2 MB a pass) and selected there.
+inline constexpr int kSelectThreads = 1024;
+__global__ void __launch_bounds__(kSelectThreads) kth_largest_kernel(const double* best, int64_t n, int64_t k,
+                                                                     double* out) {
+  __shared__ unsigned hist[256];
+  __shared__ unsigned long long prefix, top;
+  __shared__ int64_t remaining_k;
+  auto key = [&](int64_t x) {
+    const double v = x < n ? best[x] : 0.0;
+    return v > 0 ? static_cast<unsigned long long>(__double_as_longlong(v)) : 0ull;
+  };
+  if (threadIdx.x == 0) prefix = 0, remaining_k = k, top = 0;
+  __syncthreads();
+  // Every lane runs the same number of iterations (keys past n read as 0 and are not counted), so that
+  // the warp's match below sees all its lanes.
+  const int64_t rounds = (n + blockDim.x - 1) / blockDim.x;
+  unsigned long long my_top = 0;
+  for (int64_t r = 0; r < rounds; ++r) my_top = max(my_top, key(r * blockDim.x + threadIdx.x));
+  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 16));
+  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 8));
+  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 4));
+  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 2));
+  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 1));
+  if (threadIdx.x % 32 == 0) atomicMax(&top, my_top);
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    const unsigned long long want = prefix, mask = shift == 56 ? 0ull : ~0ull << (shift + 8);
+    for (int64_t r = 0; r < rounds; ++r) {
+      const int64_t x = r * blockDim.x + threadIdx.x;
+      const unsigned long long kx = key(x);
+      const bool in = x < n && (kx & mask) == want;
+      const int bin = in ? int((kx >> shift) & 0xffu) : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      if (in && threadIdx.x % 32 == unsigned(__ffs(same) - 1)) atomicAdd(&hist[bin], unsigned(__popc(same)));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t seen = 0;
+      int b = 255;
+      for (; b > 0 && seen + hist[b] < remaining_k; --b) seen += hist[b];
+      remaining_k -= seen;
+      prefix = want | (static_cast<unsigned long long>(b) << shift);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    out[0] = __longlong_as_double(static_cast<long long>(top));
+    out[1] = __longlong_as_double(static_cast<long long>(prefix));
+  }
+}
+
 // Pass 2: every noted element whose error/bound reaches the threshold, up to `cap` of them.
 __global__ void worst_kernel(Shape s, VerdictIn in, double threshold, Candidate* out, unsigned long long* count,
                              unsigned long long cap) {

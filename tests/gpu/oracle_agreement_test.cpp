@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -434,6 +435,52 @@ TEST(OracleAgreement, WorstListKeepsTheWorstAmongManyTies) {
     if (!w.is_lse && w.error > 0) top.push_back(w.index);
   std::sort(top.begin(), top.end());
   EXPECT_EQ(top, with_error);
+}
+
+// The selection between the verdict's passes: the largest thread maximum and the k-th largest (each at
+// least 0) as std::nth_element finds them, on arrays with "noted nothing" (-1), zeros, many ties,
+// values that share their upper bytes (the radix select's later rounds), k = 1, k = n and k between.
+TEST(OracleAgreement, VerdictSelectsTheKthLargestOnTheDevice) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261204);
+  double* d_in = nullptr;
+  double* d_out = nullptr;
+  const int64_t most = 262144;
+  ASSERT_EQ(cudaMalloc(&d_in, most * sizeof(double)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, 2 * sizeof(double)), cudaSuccess);
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = trial % 3 == 0 ? most : int64_t(1 + rng() % most);
+    std::vector<double> v(static_cast<size_t>(n));
+    const double base = std::ldexp(1.0, int(rng() % 40) - 20);
+    for (double& x : v) {
+      switch (rng() % 6) {
+        case 0: x = -1; break;
+        case 1: x = 0; break;
+        case 2: x = base; break;  // ties
+        case 3: x = base * (1 + std::ldexp(double(rng() % 64), -50)); break;  // the same upper bytes
+        default: x = std::ldexp(double(rng() % (1u << 20)), int(rng() % 60) - 40); break;
+      }
+    }
+    if (trial % 5 == 4) std::fill(v.begin(), v.end(), -1.0);  // nothing noted in the pass
+    for (int64_t k : {int64_t(1), n, int64_t(1 + rng() % n), std::min<int64_t>(n, 8)}) {
+      ASSERT_EQ(cudaMemcpy(d_in, v.data(), size_t(n) * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(gpu::detail::launch_kth_largest(d_in, n, k, d_out), cudaSuccess);
+      double got[2];
+      ASSERT_EQ(cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+      std::vector<double> w = v;
+      std::nth_element(w.begin(), w.begin() + (k - 1), w.end(), std::greater<double>());
+      const double want_kth = std::max(0.0, w[size_t(k - 1)]);
+      const double want_max = std::max(0.0, *std::max_element(v.begin(), v.end()));
+      EXPECT_EQ(got[0], want_max) << "n " << n << " k " << k;
+      EXPECT_EQ(got[1], want_kth) << "n " << n << " k " << k;
+      ++checked;
+    }
+  }
+  cudaFree(d_in);
+  cudaFree(d_out);
+  EXPECT_EQ(checked, 240);
 }
 
 // Judgements on several threads at once (the fuzzer and the report judge that way) give what each gives
