@@ -79,54 +79,13 @@ __device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, do
   }
 }
 
-// A column's §3.9 counts over the keys with V != 0: keys, blocks, blocks of the current tile and the most
-// in a tile, and the tile and block of the last such key.
-struct NonzeroCounts {
-  int keys = 0, blocks = 0, tile_blocks = 0, max_tile_blocks = 0, last_blk = -1, last_tile = -1;
-
-  // The m visible keys of a chunk in one tile, none with a zero in V (ChunkBlocks): the first starts a
-  // block unless it continues the last one; each later one starts a block when its block differs from the
-  // previous visible key's.
-  __device__ __forceinline__ void add_chunk(const ChunkBlocks& c) {
-    keys += c.m;
-    const bool new_tile = c.tile != last_tile;
-    if (new_tile) {
-      tile_blocks = 0;
-      last_tile = c.tile;
-    }
-    const int starts = (new_tile || c.first_blk != last_blk ? 1 : 0) + c.later_starts;
-    blocks += starts;
-    tile_blocks += starts;
-    max_tile_blocks = max(max_tile_blocks, tile_blocks);
-    last_blk = c.last_blk;
-  }
-  // One key with V != 0 in tile `tile`, block `blk`.
-  __device__ __forceinline__ void add_key(int tile, int blk) {
-    ++keys;
-    const bool new_tile = tile != last_tile;
-    if (new_tile) {
-      tile_blocks = 0;
-      last_tile = tile;
-    }
-    if (new_tile || blk != last_blk) {
-      ++blocks;
-      max_tile_blocks = max(max_tile_blocks, ++tile_blocks);
-      last_blk = blk;
-    }
-  }
-};
-
 template <int kCols>
 struct ColumnSums {
   budget::ColumnSum sum[kCols];  // the fp32 chains and their double sums (budget_sums.h)
   double O[kCols], oe[kCols], shift[kCols], excess[kCols];
   float o[kCols];  // O in V's stored units as fp32 (budget_sums.h centred_at)
-  // The counts: while every chunk has counted its keys once for all columns (no zero in V, the common
-  // case), the lane's columns share `all`; the first chunk that counts per key and column copies it to
-  // each column's. Updating the lane's columns one by one, the same counts each, had been a tenth of the
-  // sums kernel's instructions (Nsight Compute source counters, H200).
-  NonzeroCounts all, per_col[kCols];
-  bool shared_counts;
+  int nz_keys[kCols], nz_blocks[kCols], nz_tile_blocks[kCols], nz_max_tile_blocks[kCols], last_blk[kCols],
+      last_tile[kCols];
   int chunk;  // the key chunk (index / kSumChunk) the chains hold
   bool in_cols[kCols];
 
@@ -135,11 +94,11 @@ struct ColumnSums {
   __device__ __forceinline__ void start(const BudgetIn& in, int64_t o0, int c0, int stride, int dv, bool active,
                                         double vd) {
     chunk = -1;
-    all = NonzeroCounts{};
-    shared_counts = true;
     for (int cc = 0; cc < kCols; ++cc) {
       sum[cc] = budget::ColumnSum{};
       excess[cc] = 0;
+      nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
+      last_blk[cc] = last_tile[cc] = -1;
       const int c = c0 + stride * cc;
       in_cols[cc] = c < dv;
       O[cc] = active && in_cols[cc] ? in.o_ref[o0 + c] : 0.0;
@@ -187,7 +146,6 @@ struct ColumnSums {
         return;
       }
     }
-    if constexpr (kCounts) split_counts();
     for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {
       const int t = __ffs(keys) - 1;
       const budget::SumWeights w = weights(t);
@@ -216,29 +174,45 @@ struct ColumnSums {
 #pragma unroll
     for (int cc = 0; cc < kCols; ++cc) {
       const float v = vs[cc];
-      if constexpr (kCounts)
-        if (v != 0) per_col[cc].add_key(tile, blk);
+      if constexpr (kCounts) {
+        if (v != 0) {
+          ++nz_keys[cc];
+          const bool new_tile = tile != last_tile[cc];  // the tile of the last key with v != 0
+          if (new_tile) {
+            nz_tile_blocks[cc] = 0;
+            last_tile[cc] = tile;
+          }
+          if (new_tile || blk != last_blk[cc]) {
+            ++nz_blocks[cc];
+            nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], ++nz_tile_blocks[cc]);
+            last_blk[cc] = blk;
+          }
+        }
+      }
       const float vop_diff = bp.op_round ? fabsf(round_tf32_f(v) - v) : 0.f;
       sum[cc].add(w, v, o[cc], vop_diff, bp.l_fp32, bp.op_round);
     }
   }
 
-  // The chunk's m visible keys, all in tile c.tile and none with a zero in V: the same counts in every
-  // column of the lane.
+  // The chunk's m visible keys, all in tile c.tile and none with a zero in V: the first starts a block in
+  // a column unless it continues that column's last block; each later one starts a block when its block
+  // differs from the previous visible key's.
   __device__ __forceinline__ void add_chunk_counts(const ChunkBlocks& c) {
-    if (shared_counts) {
-      all.add_chunk(c);
-      return;
+    for (int cc = 0; cc < kCols; ++cc) {
+      if (!in_cols[cc]) break;
+      nz_keys[cc] += c.m;
+      const bool new_tile = c.tile != last_tile[cc];
+      if (new_tile) {
+        nz_tile_blocks[cc] = 0;
+        last_tile[cc] = c.tile;
+      }
+      const int starts = (new_tile || c.first_blk != last_blk[cc] ? 1 : 0) + c.later_starts;
+      nz_blocks[cc] += starts;
+      nz_tile_blocks[cc] += starts;
+      nz_max_tile_blocks[cc] = max(nz_max_tile_blocks[cc], nz_tile_blocks[cc]);
+      last_blk[cc] = c.last_blk;
     }
-    for (int cc = 0; cc < kCols; ++cc) per_col[cc].add_chunk(c);  // columns past dv are never written
   }
-  // From here on the columns count apart (a chunk with a zero in V counts per key and column).
-  __device__ __forceinline__ void split_counts() {
-    if (!shared_counts) return;
-    for (int cc = 0; cc < kCols; ++cc) per_col[cc] = all;
-    shared_counts = false;
-  }
-  __device__ __forceinline__ const NonzeroCounts& counts(int cc) const { return shared_counts ? all : per_col[cc]; }
 
   // Column cc's bound and probabilistic bound (§0) and its A, into the outputs at o0 + c.
   // a_plus: the reference's bound of the exact A of the element (W, budget_terms.h w_bound).
@@ -255,13 +229,12 @@ struct ColumnSums {
                                   r.keys.ep2, bp.l_fp32);
     const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
                  Vop = sb.vop / den;
-    const NonzeroCounts& nz = counts(cc);
-    const double Xn = (bp.tile_unknown ? nz.keys : nz.blocks) * bp.trunc_step * excess[cc] / den;
+    const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
     const double Tc_prob = budget::min2(Tc, (sb.num_det + bp.lambda * bp.uP * sb.root) / den);
     const double Tp_prob = budget::min2(Tp, (sb.tp_det + bp.lambda * bp.uP * sb.tp_root) / den);
-    const budget::PvCounts pv_counts{nz.keys, nz.blocks, nz.max_tile_blocks};
+    const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
     auto eps_pv = [&](bool prob) {
-      return budget::pv_accumulation(r.pv_mode, pv_counts, bp.step, r.n, r.T, r.raises, r.merge, r.fa1_tiles, prob,
+      return budget::pv_accumulation(r.pv_mode, counts, bp.step, r.n, r.T, r.raises, r.merge, r.fa1_tiles, prob,
                                      bp.lambda);
     };
     double ob = budget::element_bound(budget::ElementParts{fabs(O[cc]), oe[cc], Tc, Tp, Vop, eps_pv(false), Wn, Xn,
