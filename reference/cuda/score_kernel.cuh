@@ -189,7 +189,18 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
       ++sum.count;
       sum.nan |= zv != zv;
     };
-    // plane 2 (the tf32 operand error) is not read where this kernel filled
+    // Keys j and, where it is below N_k, j + 1 into the two planes (plane 2, the tf32 operand error, is not
+    // read where this kernel filled).
+    auto store = [&](int64_t j, const double (&zv)[2], const double (&r)[2]) {
+      if (pairs) {
+        *reinterpret_cast<double2*>(z + j) = make_double2(zv[0], zv[1]);
+        *reinterpret_cast<double2*>(z + plane + j) = make_double2(r[0], r[1]);
+        return;
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (j + e < s.n_k) z[j + e] = zv[e], z[plane + j + e] = r[e];
+    };
     if (row && s.dense == nullptr && lo <= jc && jc + kSummaryKeys <= hi) {
       // The row sees every key of the chunk (hi <= N_k): no test per key. The per-key tests, their 64-bit
       // compares and the dense mask's checks, had made this epilogue longer than the products' loop
@@ -199,13 +210,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
         const int64_t j = jc + 8 * n + 2 * tq;
         double zv[2], r[2];
         values(n, zv, r);
-        if (pairs) {
-          *reinterpret_cast<double2*>(z + j) = make_double2(zv[0], zv[1]);
-          *reinterpret_cast<double2*>(z + plane + j) = make_double2(r[0], r[1]);
-        } else {
-          z[j] = zv[0], z[j + 1] = zv[1];
-          z[plane + j] = r[0], z[plane + j + 1] = r[1];
-        }
+        store(j, zv, r);
         add(zv[0], r[0]);
         add(zv[1], r[1]);
       }
@@ -216,19 +221,10 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(Shape s, ScoreO
         if (j >= s.n_k) continue;
         double zv[2], r[2];
         values(n, zv, r);
-        if (pairs) {
-          *reinterpret_cast<double2*>(z + j) = make_double2(zv[0], zv[1]);
-          *reinterpret_cast<double2*>(z + plane + j) = make_double2(r[0], r[1]);
-        }
+        store(j, zv, r);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if (j + e >= s.n_k) continue;
-          if (!pairs) {
-            z[j + e] = zv[e];
-            z[plane + j + e] = r[e];
-          }
-          if (sees_key(s, i, j + e, lo, hi, br.len)) add(zv[e], r[e]);
-        }
+        for (int e = 0; e < 2; ++e)
+          if (j + e < s.n_k && sees_key(s, i, j + e, lo, hi, br.len)) add(zv[e], r[e]);
       }
     }
     // The warp's 32 keys are one chunk of the summaries: the row's summary over its four lanes (t = lane % 4).
