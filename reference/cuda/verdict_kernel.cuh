@@ -142,14 +142,14 @@ __global__ void __launch_bounds__(kSelectThreads) kth_largest_kernel(const doubl
   // Every lane runs the same number of iterations (keys past n read as 0 and are not counted), so that
   // the warp's match below sees all its lanes.
   const int64_t rounds = (n + blockDim.x - 1) / blockDim.x;
-  unsigned long long my_top = 0;
-  for (int64_t r = 0; r < rounds; ++r) my_top = max(my_top, key(r * blockDim.x + threadIdx.x));
-  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 16));
-  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 8));
-  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 4));
-  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 2));
-  my_top = max(my_top, __shfl_xor_sync(0xffffffffu, my_top, 1));
-  if (threadIdx.x % 32 == 0) atomicMax(&top, my_top);
+  double my_top = 0;  // the values as keyed: NaN and what is not above 0 count as 0, so warp_max sees no NaN
+  for (int64_t r = 0; r < rounds; ++r) {
+    const int64_t x = r * blockDim.x + threadIdx.x;
+    const double v = x < n ? best[x] : 0.0;
+    my_top = v > my_top ? v : my_top;
+  }
+  my_top = warp_max(my_top);
+  if (threadIdx.x % 32 == 0) atomic_max_pos(&top, my_top);
   for (int shift = 56; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
