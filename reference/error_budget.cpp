@@ -368,8 +368,11 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
+        // !terms.per_key_eta: every key's interval from the row's largest eta (docs/error-analysis.md §3.6),
+        // which contains each key's own; zeta keeps its per-key flag and value.
+        const EtaExp row_eta = terms.per_key_eta || n == 0 ? EtaExp{} : eta_exp(*std::max_element(eta.begin(), eta.begin() + n));
         for (size_t x = 0; x < n; ++x) {  // §3.6
-          const EtaExp& ex = eta_e[x];
+          const EtaExp& ex = terms.per_key_eta ? eta_e[x] : row_eta;
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           const double ep = E[x] * ex.ep;
           whi[x] = wi.whi;

@@ -3,7 +3,10 @@
 // to maximise the error (aligned P rounding), the worst error reaches a large fraction of the bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <random>
 
 #include "kernels/cpu/emulated_kernel.h"
 #include "reference/error_budget.h"
@@ -230,6 +233,57 @@ TEST_P(Tightness, AlignedRoundingReachesAQuarterOfTheBound) {
 }
 INSTANTIATE_TEST_SUITE_P(LowPrecision, Tightness,
                          ::testing::Values(Recipe::tf32, Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3, Recipe::fp8_e5m2),
+                         [](const auto& i) { return std::string(recipe_spec(i.param).name); });
+
+// BudgetTerms::per_key_eta = false gives every key the weight interval of its row's largest eta, which
+// contains the key's own (§3.6): on every recipe each element's bound, probabilistic bound and LSE bound may
+// only grow, and none is exceeded. budget_report's section 4 measures by how much they grow.
+class RowLargestEta : public ::testing::TestWithParam<Recipe> {};
+TEST_P(RowLargestEta, ContainsEveryKeysInterval) {
+  const Recipe r = GetParam();
+  BudgetTerms row_max;
+  row_max.per_key_eta = false;
+  for (int inputs = 0; inputs < 3; ++inputs) {
+    Problem p;
+    p.n_q = 16;
+    p.n_k = 700;
+    p.d = 32;
+    p.dv = 8;
+    RunOptions o;
+    o.recipe = r;
+    AttentionInputs in;
+    if (inputs < 2) {
+      in = adversarial::aligned_rounding(p, r, uint64_t(inputs + 1));
+    } else {  // N(0, 2^2) scores' worth of spread, so that the keys' eta differ
+      std::mt19937_64 rng(5);
+      std::normal_distribution<double> g;
+      const Format f = recipe_spec(r).input;
+      auto fill = [&](std::vector<double>& t, size_t n, double sd) {
+        t.resize(n);
+        for (double& x : t) x = round_to(f, sd * g(rng), Overflow::saturate);
+      };
+      fill(in.q, p.q_size(), 1.5);
+      fill(in.k, p.k_size(), 1.5);
+      fill(in.v, p.v_size(), 1.0);
+    }
+    EmulatedKernel k;
+    const SubjectOutput out = k.run(p, in, o);
+    const Float64Attention ref = exact_attention_f64(p, in);
+    const int bc = k.effective_tile(p, o).n;
+    const ErrorBudget a = error_budget(p, in, o, bc, ref), b = error_budget(p, in, o, bc, ref, row_max);
+    double grown = 1;
+    for (size_t x = 0; x < a.o_bound.size(); ++x) {
+      ASSERT_GE(b.o_bound[x], a.o_bound[x]) << "element " << x << ", inputs " << inputs;
+      ASSERT_GE(b.o_bound_probabilistic[x], a.o_bound_probabilistic[x]) << "element " << x << ", inputs " << inputs;
+      grown = std::max(grown, b.o_bound[x] / a.o_bound[x]);
+    }
+    for (size_t x = 0; x < a.lse_bound.size(); ++x) ASSERT_GE(b.lse_bound[x], a.lse_bound[x]) << "row " << x;
+    EXPECT_EQ(check_against_budget(p, out.o, out.lse, ref, b, recipe_spec(r).output).violations, 0u);
+    std::cout << recipe_spec(r).name << ", inputs " << inputs << ": the row's largest eta grows a bound by up to "
+              << grown << "x\n";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(EveryRecipe, RowLargestEta, ::testing::ValuesIn(all_recipes),
                          [](const auto& i) { return std::string(recipe_spec(i.param).name); });
 
 }  // namespace
