@@ -1,7 +1,10 @@
 // The must-show campaign: >= 10^7 checked output elements per recipe, the emulation against its budget,
 // zero violations expected. Prints the figures docs/error-analysis.md quotes.
 //   budget_campaign [--elements N] [--recipe NAME|all] [--seed S] [--max-keys K] [--by-distribution 1]
+//                   [--per-key-eta 0]
 // --by-distribution 1 also prints, per recipe, the max scaled ulps and max err/B of each distribution.
+// --per-key-eta 0 judges with every key's weight interval from its row's largest eta
+// (BudgetTerms::per_key_eta, docs/error-analysis.md §3.6).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +23,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 20261129;
   int64_t max_keys = 320;
   bool by_distribution = false;
+  BudgetTerms terms;
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string k = argv[a];
     if (k == "--elements") elements = size_t(std::atof(argv[a + 1]));
@@ -27,6 +31,7 @@ int main(int argc, char** argv) {
     else if (k == "--seed") seed = std::strtoull(argv[a + 1], nullptr, 10);
     else if (k == "--max-keys") max_keys = std::atoll(argv[a + 1]);
     else if (k == "--by-distribution") by_distribution = std::atoi(argv[a + 1]) != 0;
+    else if (k == "--per-key-eta") terms.per_key_eta = std::atoi(argv[a + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -46,7 +51,8 @@ int main(int argc, char** argv) {
     };
     const Campaign cam = run_campaign(r, elements, seed + uint64_t(r), max_keys, 4e6,
                                       by_distribution ? std::function<void(const Case&, const CaseResult&)>(tally)
-                                                      : std::function<void(const Case&, const CaseResult&)>());
+                                                      : std::function<void(const Case&, const CaseResult&)>(),
+                                      terms);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const BudgetVerdict& v = cam.verdict;
     std::printf("| %s | %zu | %zu | %zu | %zu | %zu | %.4f | %.4f | %.4f | %zu | %.1f | %.4f | %.0f |\n",

@@ -94,12 +94,12 @@ CaseResult run_case(const Case& c, const BudgetTerms& terms, DeliberateBug bug) 
 }
 
 Campaign run_campaign(Recipe r, size_t min_elements, uint64_t seed, int64_t max_keys, double max_work,
-                      const std::function<void(const Case&, const CaseResult&)>& on_case) {
+                      const std::function<void(const Case&, const CaseResult&)>& on_case, const BudgetTerms& terms) {
   std::mt19937_64 rng(seed);
   Campaign cam;
   while (cam.verdict.elements < min_elements) {
     const Case c = random_case(r, rng, max_keys, max_work);
-    const CaseResult res = run_case(c);
+    const CaseResult res = run_case(c, terms);
     if (res.verdict.max_ratio > cam.verdict.max_ratio || res.verdict.violations) cam.worst_case = c.describe();
     cam.verdict.add(res.verdict);
     ++cam.cases;

@@ -49,6 +49,7 @@ struct Campaign {
   std::string worst_case;  // describe() of the case holding the max ratio
 };
 Campaign run_campaign(Recipe r, size_t min_elements, uint64_t seed, int64_t max_keys = 320, double max_work = 4e6,
-                      const std::function<void(const Case&, const CaseResult&)>& on_case = {});
+                      const std::function<void(const Case&, const CaseResult&)>& on_case = {},
+                      const BudgetTerms& terms = {});
 
 }  // namespace fc::budget_test
