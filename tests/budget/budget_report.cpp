@@ -61,6 +61,35 @@ Err errors(const Problem& p, const AttentionInputs& in, const RunOptions& o, con
   return e;
 }
 
+// Section 2's typical inputs (and section 4's): N = 1024, d = 64, 2 heads x 64 rows, with the descales they
+// need.
+constexpr std::array kTypical{Distribution::normal, Distribution::fa3_outliers, Distribution::v_mean};
+AttentionInputs typical_case(Recipe r, Distribution dist, Problem& p, RunOptions& o) {
+  p = Problem{};
+  p.n_q = 64;
+  p.n_k = 1024;
+  p.d = p.dv = 64;
+  p.heads_q = p.heads_kv = 2;
+  o = RunOptions{};
+  o.recipe = r;
+  RunOptions ds = o;
+  const AttentionInputs in = make_inputs(p, dist, r, 9, &ds);
+  o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
+  return in;
+}
+
+// Section 3's aligned-rounding inputs (and section 4's): 2 rows, 1024 keys, dv = 8.
+AttentionInputs aligned_case(Recipe r, int d, uint64_t seed, Problem& p, RunOptions& o) {
+  p = Problem{};
+  p.n_q = 2;
+  p.n_k = 1024;
+  p.d = d;
+  p.dv = 8;
+  o = RunOptions{};
+  o.recipe = r;
+  return adversarial::aligned_rounding(p, r, seed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,17 +129,10 @@ int main(int argc, char** argv) {
   std::printf("| recipe | distribution | max err/B | max err/B_prob | elements > B_prob | median B_prob/B | mean err/B |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (Recipe r : all_recipes)
-    for (Distribution dist : {Distribution::normal, Distribution::fa3_outliers, Distribution::v_mean}) {
+    for (Distribution dist : kTypical) {
       Problem p;
-      p.n_q = 64;
-      p.n_k = 1024;
-      p.d = p.dv = 64;
-      p.heads_q = p.heads_kv = 2;
       RunOptions o;
-      o.recipe = r;
-      RunOptions ds = o;
-      const AttentionInputs in = make_inputs(p, dist, r, 9, &ds);
-      o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
+      const AttentionInputs in = typical_case(r, dist, p, o);
       EmulatedKernel k;
       const SubjectOutput out = k.run(p, in, o);
       const Float64Attention ref = exact_attention_f64(p, in);
@@ -133,13 +155,8 @@ int main(int argc, char** argv) {
       double worst = 0, worst_p = 0;
       for (uint64_t seed = 1; seed <= 4; ++seed) {
         Problem p;
-        p.n_q = 2;
-        p.n_k = 1024;
-        p.d = d;
-        p.dv = 8;
         RunOptions o;
-        o.recipe = r;
-        const AttentionInputs in = adversarial::aligned_rounding(p, r, seed);
+        const AttentionInputs in = aligned_case(r, d, seed, p, o);
         EmulatedKernel k;
         const SubjectOutput out = k.run(p, in, o);
         const Float64Attention ref = exact_attention_f64(p, in);
@@ -164,23 +181,8 @@ int main(int argc, char** argv) {
       if (inputs == 3 && r == Recipe::fp32) continue;
       Problem p;
       RunOptions o;
-      o.recipe = r;
-      AttentionInputs in;
-      if (inputs < 3) {
-        p.n_q = 64;
-        p.n_k = 1024;
-        p.d = p.dv = 64;
-        p.heads_q = p.heads_kv = 2;
-        RunOptions ds = o;
-        in = make_inputs(p, std::array{Distribution::normal, Distribution::fa3_outliers, Distribution::v_mean}[inputs], r, 9, &ds);
-        o.q_descale = ds.q_descale, o.k_descale = ds.k_descale, o.v_descale = ds.v_descale;
-      } else {
-        p.n_q = 2;
-        p.n_k = 1024;
-        p.d = 64;
-        p.dv = 8;
-        in = adversarial::aligned_rounding(p, r, 1);
-      }
+      const AttentionInputs in =
+          inputs < 3 ? typical_case(r, kTypical[size_t(inputs)], p, o) : aligned_case(r, 64, 1, p, o);
       EmulatedKernel k;
       const SubjectOutput out = k.run(p, in, o);
       const Float64Attention ref = exact_attention_f64(p, in);
@@ -195,11 +197,9 @@ int main(int argc, char** argv) {
       }
       std::sort(q.begin(), q.end());
       std::sort(qp.begin(), qp.end());
-      const char* name = inputs < 3 ? distribution_name(std::array{Distribution::normal, Distribution::fa3_outliers,
-                                                                  Distribution::v_mean}[inputs]).data()
-                                    : "aligned rounding";
+      const std::string name = inputs < 3 ? std::string(distribution_name(kTypical[size_t(inputs)])) : "aligned rounding";
       std::printf("| %s | %s | %.4f / %.4f | %.5f, %.5f, %.5f | %.5f, %.5f |\n", std::string(recipe_spec(r).name).c_str(),
-                  name, va.max_ratio, vb.max_ratio, q.front(), q[q.size() / 2], q.back(), qp[qp.size() / 2], qp.back());
+                  name.c_str(), va.max_ratio, vb.max_ratio, q.front(), q[q.size() / 2], q.back(), qp[qp.size() / 2], qp.back());
       std::fflush(stdout);
     }
   return 0;
