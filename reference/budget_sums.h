@@ -55,9 +55,12 @@ FC_HOST_DEVICE inline SumWeights sum_weights(const WeightInterval& wi, double ep
           round_up_f32(ep), round_up_f32(zeta)};
 }
 
-// O in the units the sums run in (V's stored units: the true V is stored * vd): O / vd as fp32, and
-// |vd| |O / vd - that fp32| (true units), which each centred sum adds per unit of its weights:
-// |V - O| <= |V - O_f| + that.
+// O in the units the sums run in (V's stored units: the true V is stored * vd): O / vd as fp32, and an
+// upper bound of |vd| |O / vd - that fp32| (true units), which each centred sum adds per unit of its
+// weights: |V - O| <= |V - O_f| + that. os - of is exact (of is os rounded to fewer bits); where os * vd
+// == O and |vd| gap are exact too (vd = 1, the usual case: two FMAs test it) that is the shift. Otherwise the
+// division lost up to 2^-53 |os| (2^-1074 below the normal range) and the product rounded: both are added
+// and the result rounded up by 2^-50, above its four roundings' 2^-51.
 struct CentredAt {
   float o;
   double shift;
@@ -65,7 +68,11 @@ struct CentredAt {
 FC_HOST_DEVICE inline CentredAt centred_at(double O, double vd) {
   const double os = O / vd;
   const float of = static_cast<float>(os);
-  return {of, std::fabs(vd) * std::fabs(os - static_cast<double>(of))};
+  const double gap = std::fabs(os - static_cast<double>(of)), av = std::fabs(vd);
+  double shift = av * gap;
+  if (std::fma(os, vd, -O) != 0 || std::fma(av, gap, -shift) != 0)
+    shift = (shift + av * (std::fabs(os) * 0x1p-53 + 0x1p-1074)) * (1 + 0x1p-50);
+  return {of, shift};
 }
 
 // fp32 products, not contracted into the FMA that adds them (the chain's rounding points are the model's).
@@ -134,18 +141,19 @@ struct ColumnSum {
 
 // The column's sums in true units, as the element bound (§0) takes them: upper bounds over the row's n
 // visible keys, the centred ones with the reference's error oe and the centring shift per unit weight
-// (sum_err_c, sum_err_c_det, sum_ep2: the row's KeySums), sqrt for the probabilistic roots.
+// (sum_err_c, sum_err_c_det, sum_ep2: the row's KeySums), sqrt for the probabilistic roots. vop only with
+// tf32's operand term (op_round): without it there is no such term, not even the chains' subnormal floor.
 struct ColumnSumBounds {
   double num, num_det, root, tp, tp_det, tp_root, vop;
 };
 FC_HOST_DEVICE inline ColumnSumBounds column_sum_bounds(const ColumnSum& s, double n, double vd, double oe,
                                                         double shift, double sum_err_c, double sum_err_c_det,
-                                                        double sum_ep2, bool l_fp32) {
+                                                        double sum_ep2, bool l_fp32, bool op_round) {
   const double av = std::fabs(vd), r = oe + shift;
   ColumnSumBounds b;
   b.num = f32_sum_bound(s.num, n, av) + r * sum_err_c;
   b.num_det = l_fp32 ? b.num : f32_sum_bound(s.num_det, n, av) + r * sum_err_c_det;
-  b.vop = f32_sum_bound(s.vop, n, av);
+  b.vop = op_round ? f32_sum_bound(s.vop, n, av) : 0.0;
   b.root = l_fp32 ? 0.0 : std::sqrt(f32_sum_bound(s.p2, n, vd * vd)) + r * std::sqrt(sum_ep2);
   b.tp = l_fp32 ? f32_sum_bound(s.tp, n, av) : 0.0;
   b.tp_det = l_fp32 ? f32_sum_bound(s.tp_det, n, av) : 0.0;

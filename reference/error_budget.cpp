@@ -413,7 +413,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double oe = ref.o_error_bound[oi];
           B.scale_d[oi] = D / sumE;
           const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, centred_at(O, vd).shift, sum_err_c,
-                                                       sum_err_c_det, sum_ep2, l_fp32);
+                                                       sum_err_c_det, sum_ep2, l_fp32, op_term);
           const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
           const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
                        Vop = sb.vop / den;

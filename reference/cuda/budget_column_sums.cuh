@@ -226,7 +226,7 @@ struct ColumnSums {
     const double den = r.den;
     const budget::ColumnSumBounds sb =
         budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
-                                  r.keys.ep2, bp.l_fp32);
+                                  r.keys.ep2, bp.l_fp32, bp.op_round);
     const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
                  Vop = sb.vop / den;
     const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
