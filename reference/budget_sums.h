@@ -161,4 +161,61 @@ FC_HOST_DEVICE inline ColumnSumBounds column_sum_bounds(const ColumnSum& s, doub
   return b;
 }
 
+// The row form (BudgetTerms::per_key_eta = false under the default convention, without tf32's operand
+// term; docs/error-analysis.md §3.6 and §3.17): every key's interval is that of the row's eta bound, so its
+// centred weights are row constants times E_j plus zeta_j (err_c = kc E + zeta, err_c_det = kd E + zeta,
+// ep = e^eta E), and the sums over (key, column) need one weight a key: SL = sum e_j |v - o|, SQ = sum
+// (e_j |v - o|)^2 and, over the keys with zeta_j > 0 (underflow, rare), SZ = sum z_j |v - o|, with e_j
+// and z_j E_j and zeta_j rounded up. Four fp32 operations per (key, column) instead of five.
+struct RowWeights {
+  float e, z;
+};
+FC_HOST_DEVICE inline RowWeights row_weights(double E, double zeta) { return {round_up_f32(E), round_up_f32(zeta)}; }
+// The row's constants from its eta bound (budget_terms.h row_eta_bound): kc = e^eta (1 + uP) - 1 and kd = e^eta - 1 (weight_interval's
+// brackets, the same expressions), ep2 = e^{2 eta}.
+struct RowFactors {
+  double kc, kd, ep2;
+};
+FC_HOST_DEVICE inline RowFactors row_factors(const EtaExp& x, double uP) {
+  return {x.epm1 * (1 + uP) + uP, x.epm1, x.ep * x.ep};
+}
+
+// One key's step of the row form's chains (the same rounding points as add_key's: an FMA a term, the
+// square of a rounded product); zeta only for a key with zeta_j > 0.
+FC_HOST_DEVICE inline void add_key_row(const RowWeights& w, float v, float o, bool zeta, float& sl, float& sq,
+                                       float& sz) {
+  const float dv = std::fabs(v - o);
+  sl = fma_f32(w.e, dv, sl);
+  const float y = mul_rn(w.e, dv);
+  sq = fma_f32(y, y, sq);
+  if (zeta) sz = fma_f32(w.z, dv, sz);
+}
+
+// One (row, column)'s row-form sums: chains (double) and this chunk's fp32 partials.
+struct RowColumnSum {
+  double sl = 0, sq = 0, sz = 0;
+  float f_sl = 0, f_sq = 0, f_sz = 0;
+
+  FC_HOST_DEVICE void add(const RowWeights& w, float v, float o, bool zeta) { add_key_row(w, v, o, zeta, f_sl, f_sq, f_sz); }
+  FC_HOST_DEVICE void flush() {
+    sl += f_sl, sq += f_sq, sz += f_sz;
+    f_sl = f_sq = f_sz = 0;
+  }
+};
+
+// The row form's sums as column_sum_bounds gives the per-key form's: num <= kc SL + SZ, num_det <= kd SL +
+// SZ, the root's sum <= e^{2 eta} SQ, each chain bound by f32_sum_bound (the products by the row's
+// constants add two float64 roundings, inside kSumInflation's margin of about u over (1 - u)^-40).
+FC_HOST_DEVICE inline ColumnSumBounds row_sum_bounds(const RowColumnSum& s, double n, double vd, double oe,
+                                                     double shift, double sum_err_c, double sum_err_c_det,
+                                                     double sum_ep2, const RowFactors& f) {
+  const double av = std::fabs(vd), r = oe + shift;
+  const double L = f32_sum_bound(s.sl, n, av), Z = f32_sum_bound(s.sz, n, av);
+  ColumnSumBounds b{};
+  b.num = f.kc * L + Z + r * sum_err_c;
+  b.num_det = f.kd * L + Z + r * sum_err_c_det;
+  b.root = std::sqrt(f.ep2 * f32_sum_bound(s.sq, n, vd * vd)) + r * std::sqrt(sum_ep2);
+  return b;
+}
+
 }  // namespace fc::budget

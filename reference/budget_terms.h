@@ -55,6 +55,39 @@ FC_HOST_DEVICE inline double exponent_argument(double sigma, double delta, doubl
 FC_HOST_DEVICE inline double rescale_factors(double sigma, double zmax, double run, double eps_max, int later_raises) {
   return 2 * u32 * sigma * (zmax - run + 2 * eps_max) * (1 + 4 * u32) + kEx2Rel * later_raises;
 }
+// §3.6 A key's eta, the log-bound of its weight's error (before the 1 + 10^-6 every eta takes): the score
+// error (§3.2, with R_j) and the tf32 operands' (§3.1), the exponent argument (§3.3) and the rescale
+// factors (§3.4) of its tile's running maximum run and the later raises.
+struct EtaTerms {
+  bool scores, exponent, rescale;
+};
+FC_HOST_DEVICE inline double key_eta(double sigma, double eps_s, double abs_s, double R, double op_err, double delta,
+                                     double zmax, double run, double eps_max, int later_raises, EtaTerms on) {
+  double e = 0;
+  if (on.scores) e += sigma * (eps_s * R + abs_s);
+  e += sigma * op_err;
+  if (on.exponent) e += exponent_argument(sigma, delta, run, eps_max);
+  if (on.rescale) e += rescale_factors(sigma, zmax, run, eps_max, later_raises);
+  return e;
+}
+
+// §3.6's row form: an upper bound of every visible key's eta (key_eta times the 1 + 10^-6 that every eta
+// takes) from the row's quantities alone, known before any key's weight: each term at its largest over the
+// row. The score and operand errors at eps_max (the largest eps_s R_j + abs_s + op_err_j, with or without
+// EtaTerms::scores, which only the per-key form drops); the exponent argument, increasing in Delta and |run|, at Delta = zmax - zmin and |run| = max(|run_first|, |zmax|) (the running
+// maxima rise from the first tile's to zmax); the rescale term, falling in run and rising in the later
+// raises, at run_first with the first tile's count (later_first, the most). The terms are non-negative and
+// each is monotone in float64 too (rounding to nearest is monotone); the factor 1 + 2^-40 covers the
+// per-key sum's other grouping of the score terms (two products by sigma there, one here).
+FC_HOST_DEVICE inline double row_eta_bound(double sigma, double eps_max, double zmax, double zmin, double run_first,
+                                           int later_first, EtaTerms on) {
+  double e = 0;
+  e += sigma * eps_max;
+  if (on.exponent) e += exponent_argument(sigma, zmax - zmin, max2(std::fabs(run_first), std::fabs(zmax)), eps_max);
+  if (on.rescale) e += rescale_factors(sigma, zmax, run_first, eps_max, later_first);
+  return e * (1 + 1e-6) * (1 + 0x1p-40);
+}
+
 // §3.4 Whether tile t may raise the computed running max: its exact max plus the score margin exceeds the
 // running max before it minus the margin (always, with split-KV).
 FC_HOST_DEVICE inline bool may_raise(double tile_max, double run_before, double eps_max, bool split) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "reference/abs_scale_bound.h"
 #include "reference/budget_sums.h"
@@ -155,6 +156,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   std::vector<int64_t> keys;
   std::vector<double> kop, qop, qs, ks, vcol, vs_col, key_vabs, vdiff, z, R, op_err, E, eta, zeta, zeta_l, whi;
   std::vector<SumWeights> sw;
+  std::vector<RowWeights> rw;  // the row form's (BudgetTerms::per_key_eta = false)
   std::vector<EtaExp> eta_e;
   std::vector<char> p_sub;  // per key: P~ may be subnormal (or 0)
   std::vector<int> tile_of, cnt;
@@ -290,6 +292,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         zeta.resize(n);
         zeta_l.resize(n);
         const double eK = std::exp(sigma * eps_max);  // bounds the common factor K and 1/K
+        const EtaTerms eta_terms{terms.scores, terms.exponent, terms.rescale};
         double sumE = 0;
         for (size_t x = 0; x < n; ++x) {
           const size_t t = tile_idx[x];
@@ -297,11 +300,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           E[x] = std::exp(-sigma * delta);
           sumE += E[x];
           const int C = suffix[t + 1] + (splits_opt > 1 ? 1 : 0);
-          double e = 0;
-          if (terms.scores) e += sigma * (eps_s * R[x] + abs_s);                              // §3.2
-          e += sigma * op_err[x];                                                             // §3.1
-          if (terms.exponent) e += exponent_argument(sigma, delta, run[t], eps_max);          // §3.3
-          if (terms.rescale) e += rescale_factors(sigma, zmax, run[t], eps_max, C);           // §3.4
+          const double e = key_eta(sigma, eps_s, abs_s, R[x], op_err[x], delta, zmax, run[t], eps_max, C, eta_terms);
           eta[x] = e * (1 + 1e-6);
           eta_e[x] = eta_exp(eta[x]);
           const Underflow uf = underflow(E[x], eta_e[x], eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
@@ -368,15 +367,33 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
-        // !terms.per_key_eta: every key's interval from the row's largest eta (docs/error-analysis.md §3.6),
-        // which contains each key's own; zeta keeps its per-key flag and value.
-        const EtaExp row_eta = terms.per_key_eta || n == 0 ? EtaExp{} : eta_exp(*std::max_element(eta.begin(), eta.begin() + n));
+        // !terms.per_key_eta: every key's interval from a bound of the row's largest eta (docs/error-analysis.md
+        // §3.6, budget_terms.h row_eta_bound), which contains each key's own; zeta keeps its per-key flag and
+        // value.
+        EtaExp row_eta{};
+        if (!terms.per_key_eta && n > 0) {
+          const double zmin = *std::min_element(z.begin(), z.begin() + n);
+          const int later_first = suffix[1] + (splits_opt > 1 ? 1 : 0);
+          const double bound = row_eta_bound(sigma, eps_max, zmax, zmin, run[0], later_first,
+                                             eta_terms);
+          // The bound's derivation, checked on every row that takes it (n comparisons; a NaN, far outside the
+          // model, goes on to a bound of +inf as in the per-key form).
+          if (bound < *std::max_element(eta.begin(), eta.begin() + n))
+            throw std::logic_error("error_budget: the row's eta bound is below a key's eta");
+          row_eta = eta_exp(bound);
+        }
+        // Under the default convention without tf32's operand term, the sums then take one weight a key
+        // (budget_sums.h RowColumnSum); otherwise the per-key chains with the row's interval.
+        const bool row_form = !terms.per_key_eta && !l_fp32 && !op_term;
+        const RowFactors rf = row_form ? row_factors(row_eta, uP) : RowFactors{};
+        rw.resize(row_form ? n : 0);
         for (size_t x = 0; x < n; ++x) {  // §3.6
           const EtaExp& ex = terms.per_key_eta ? eta_e[x] : row_eta;
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           const double ep = E[x] * ex.ep;
           whi[x] = wi.whi;
           sw[x] = sum_weights(wi, ep, zeta[x], uP, l_fp32);  // §0's per-(key, column) sums' weights (§3.17)
+          if (row_form) rw[x] = row_weights(E[x], zeta[x]);
           sum_whi += wi.whi;
           den += wi.den;
           lhi += wi.lhi;
@@ -407,13 +424,22 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         struct ColumnCounts {
           int nz_keys = 0, nz_blocks = 0, nz_max_tile_blocks = 0;
         };
-        auto finish_column = [&](int c, const ColumnSum& sums, double D, double excess, const ColumnCounts& cn) FC_INLINE {
+        // Column c's sums as bounds, in either form.
+        auto bounds_of = [&](int c, const auto& sums) FC_INLINE {
+          const size_t oi = o0 + c;
+          const double O = ref.out.o[oi], oe = ref.o_error_bound[oi], shift = centred_at(O, vd).shift;
+          if constexpr (std::is_same_v<std::decay_t<decltype(sums)>, RowColumnSum>)
+            return row_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
+          else
+            return column_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, l_fp32,
+                                     op_term);
+        };
+        auto finish_column = [&](int c, const ColumnSumBounds& sb, double D, double excess,
+                                 const ColumnCounts& cn) FC_INLINE {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi];
           const double oe = ref.o_error_bound[oi];
           B.scale_d[oi] = D / sumE;
-          const ColumnSumBounds sb = column_sum_bounds(sums, double(n), vd, oe, centred_at(O, vd).shift, sum_err_c,
-                                                       sum_err_c_det, sum_ep2, l_fp32, op_term);
           const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
           const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
                        Vop = sb.vop / den;
@@ -456,6 +482,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double O = ref.out.o[o0 + c];
           const float o_f = centred_at(O, vd).o;
           ColumnSum sums;
+          RowColumnSum row_sums;
           ColumnCounts cn;
           double D = 0, excess = 0;
           int tile_blocks = 0, last_tile = -1;
@@ -467,14 +494,17 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             if (tc && v != 0 && (p_sub[x] || std::fabs(vs) < mn_op)) excess = std::max(excess, excess_of(x, vs));
             if (keys[x] / kSumChunk != chunk) {
               sums.flush(l_fp32, op_term);
+              row_sums.flush();
               chunk = keys[x] / kSumChunk;
             }
             const float vop_diff = op_term ? static_cast<float>(vdc[keys[x]]) : 0.0f;
-            sums.add(sw[x], static_cast<float>(vs), o_f, vop_diff, l_fp32, op_term);
+            if (row_form) row_sums.add(rw[x], static_cast<float>(vs), o_f, zeta[x] > 0);
+            else sums.add(sw[x], static_cast<float>(vs), o_f, vop_diff, l_fp32, op_term);
             D += E[x] * std::fabs(v - O);
           }
           sums.flush(l_fp32, op_term);
-          finish_column(c, sums, D, excess, cn);
+          row_sums.flush();
+          finish_column(c, row_form ? bounds_of(c, row_sums) : bounds_of(c, sums), D, excess, cn);
         };
 
         // kColumnGroup plain columns of this head (no V of 0, none below the operands' smallest normal) at
@@ -497,6 +527,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           double O[G], D[G];
           float o_f[G], f_num[G], f_num_det[G], f_p2[G], f_tp[G], f_tp_det[G], f_vop[G];
           ColumnSum sums[G];
+          RowColumnSum row_sums[G];  // the row form's chains: f_num SL, f_p2 SQ, f_tp SZ
           for (int g = 0; g < G; ++g) {
             O[g] = ref.out.o[o0 + c0 + g];
             o_f[g] = centred_at(O[g], vd).o;
@@ -505,15 +536,21 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           }
           auto flush = [&]() FC_INLINE {
             for (int g = 0; g < G; ++g) {
-              sums[g].f_num = f_num[g], sums[g].f_num_det = f_num_det[g], sums[g].f_p2 = f_p2[g];
-              sums[g].f_tp = f_tp[g], sums[g].f_tp_det = f_tp_det[g];
-              sums[g].flush(l_fp32, false);
+              if (row_form) {
+                row_sums[g].f_sl = f_num[g], row_sums[g].f_sq = f_p2[g], row_sums[g].f_sz = f_tp[g];
+                row_sums[g].flush();
+              } else {
+                sums[g].f_num = f_num[g], sums[g].f_num_det = f_num_det[g], sums[g].f_p2 = f_p2[g];
+                sums[g].f_tp = f_tp[g], sums[g].f_tp_det = f_tp_det[g];
+                sums[g].flush(l_fp32, false);
+              }
               f_num[g] = f_num_det[g] = f_p2[g] = f_tp[g] = f_tp_det[g] = 0;
             }
           };
-          // The key loop with the convention a constant, so that add_key's branches fold away.
-          auto walk = [&](auto l_fp32_c) FC_INLINE {
-            constexpr bool kLFp32 = decltype(l_fp32_c)::value;
+          // The key loop with the convention (or the row form) a constant, so that add_key's branches fold
+          // away.
+          auto walk = [&](auto l_fp32_c, auto row_form_c) FC_INLINE {
+            constexpr bool kLFp32 = decltype(l_fp32_c)::value, kRowForm = decltype(row_form_c)::value;
             int64_t chunk = keys.empty() ? 0 : keys[0] / kSumChunk;
             for (size_t x = 0; x < n; ++x) {
               const int64_t j = keys[x];
@@ -523,23 +560,32 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               }
               const double* vj = &vkey[size_t(j) * p.dv + c0];
               const float* vsj = &vs_key[size_t(j) * p.dv + c0];
-              const SumWeights w = sw[x];
               const double e = E[x];
-              for (int g = 0; g < G; ++g)
-                add_key(w, vsj[g], o_f[g], 0.0f, kLFp32, false,
-                        ChainRefs{f_num[g], f_num_det[g], f_p2[g], f_tp[g], f_tp_det[g], f_vop[g]});
+              if constexpr (kRowForm) {
+                const RowWeights w = rw[x];
+                if (zeta[x] > 0)
+                  for (int g = 0; g < G; ++g) add_key_row(w, vsj[g], o_f[g], true, f_num[g], f_p2[g], f_tp[g]);
+                else
+                  for (int g = 0; g < G; ++g) add_key_row(w, vsj[g], o_f[g], false, f_num[g], f_p2[g], f_tp[g]);
+              } else {
+                const SumWeights w = sw[x];
+                for (int g = 0; g < G; ++g)
+                  add_key(w, vsj[g], o_f[g], 0.0f, kLFp32, false,
+                          ChainRefs{f_num[g], f_num_det[g], f_p2[g], f_tp[g], f_tp_det[g], f_vop[g]});
+              }
               for (int g = 0; g < G; ++g) D[g] += e * std::fabs(vj[g] - O[g]);
             }
           };
-          if (l_fp32) walk(std::true_type{});
-          else walk(std::false_type{});
+          if (row_form) walk(std::false_type{}, std::true_type{});
+          else if (l_fp32) walk(std::true_type{}, std::false_type{});
+          else walk(std::false_type{}, std::false_type{});
           flush();
           for (int g = 0; g < G; ++g) {
             const int c = c0 + g;
             if (std::isnan(O[g])) continue;
             double excess = 0;
             for (size_t x : sub_keys) excess = std::max(excess, excess_of(x, vs_col[size_t(c) * p.n_k + keys[x]]));
-            finish_column(c, sums[g], D[g], excess, plain_counts);
+            finish_column(c, row_form ? bounds_of(c, row_sums[g]) : bounds_of(c, sums[g]), D[g], excess, plain_counts);
           }
         };
 

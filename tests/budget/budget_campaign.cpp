@@ -3,7 +3,7 @@
 //   budget_campaign [--elements N] [--recipe NAME|all] [--seed S] [--max-keys K] [--by-distribution 1]
 //                   [--per-key-eta 0]
 // --by-distribution 1 also prints, per recipe, the max scaled ulps and max err/B of each distribution.
-// --per-key-eta 0 judges with every key's weight interval from its row's largest eta
+// --per-key-eta 0 judges with every key's weight interval from its row's eta bound (budget_terms.h row_eta_bound)
 // (BudgetTerms::per_key_eta, docs/error-analysis.md §3.6).
 #include <chrono>
 #include <cstdio>

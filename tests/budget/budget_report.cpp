@@ -3,7 +3,7 @@
 //     0 / 3 / 10);
 //  2. the probabilistic variant against the worst case on typical random inputs;
 //  3. tightness on aligned-rounding inputs;
-//  4. how much looser the bounds get with every key's weight interval from its row's largest eta.
+//  4. how much looser the bounds get with every key's weight interval from its row's eta bound.
 //   budget_report [--rows R] [--keys N]
 #include <algorithm>
 #include <array>
@@ -169,10 +169,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  // The weight interval of the row's largest eta for every key (BudgetTerms::per_key_eta = false): how much
+  // The weight interval of the row's eta bound for every key (BudgetTerms::per_key_eta = false): how much
   // looser each element's bound gets, on section 2's inputs and on section 3's at d = 64.
-  std::printf("\n## 4. Every key's weight interval from the row's largest eta (N=1024, d=64; aligned: 1024 keys, d=64)\n\n");
-  std::printf("| recipe | inputs | max err/B: per key / row's largest | bound row's largest / per key: min, median, max |"
+  std::printf("\n## 4. Every key's weight interval from the row's eta bound (N=1024, d=64; aligned: 1024 keys, d=64)\n\n");
+  std::printf("| recipe | inputs | max err/B: per key / row's bound | bound with the row's / per key: min, median, max |"
               " same, probabilistic bound: median, max |\n|---|---|---|---|---|\n");
   BudgetTerms row_max;
   row_max.per_key_eta = false;

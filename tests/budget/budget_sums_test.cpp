@@ -131,28 +131,30 @@ TEST(BudgetSums, RoundUpIsTheSmallestFloatAtOrAbove) {
   EXPECT_EQ(budget::round_up_f32(double(std::numeric_limits<float>::max()) * 1.0000001), HUGE_VALF);
 }
 
+// Each bound the convention uses at or above its exact sum; and tight: the price is the inflation, the
+// weights' rounding up and the centring shift (per unit weight), far below a relative 1e-5 of the sum
+// beyond those.
+void check_bounds(const ColumnSumBounds& b, const Exact& e, bool l_fp32, double shift, double sum_err_c, int t) {
+  ASSERT_GE(mp_real(b.num), e.num) << "case " << t;
+  if (!l_fp32) {
+    ASSERT_GE(mp_real(b.num_det), e.num_det) << "case " << t;
+    ASSERT_GE(mp_real(b.root) * mp_real(b.root), e.p2) << "case " << t;
+  } else {
+    ASSERT_GE(mp_real(b.tp), e.tp) << "case " << t;
+    ASSERT_GE(mp_real(b.tp_det), e.tp_det) << "case " << t;
+    ASSERT_GE(mp_real(b.tp_root) * mp_real(b.tp_root), e.tp2) << "case " << t;
+  }
+  EXPECT_LE(mp_real(b.num), e.num * mp_real(1 + 1e-5) + mp_real(2 * shift * sum_err_c) + mp_real(1e-30)) << t;
+}
+
 TEST(BudgetSums, BoundCoversTheExactSum) {
   std::mt19937_64 rng(20261203);
   int cases = 0;
   for (int t = 0; t < 4000; ++t) {
     const Case c = random_case(rng);
-    const ColumnSumBounds b = run(c);
-    const Exact e = exact(c);
-    ASSERT_GE(mp_real(b.num), e.num) << "case " << t;
-    if (!c.l_fp32) {
-      ASSERT_GE(mp_real(b.num_det), e.num_det) << "case " << t;
-      ASSERT_GE(mp_real(b.root) * mp_real(b.root), e.p2) << "case " << t;
-    } else {
-      ASSERT_GE(mp_real(b.tp), e.tp) << "case " << t;
-      ASSERT_GE(mp_real(b.tp_det), e.tp_det) << "case " << t;
-      ASSERT_GE(mp_real(b.tp_root) * mp_real(b.tp_root), e.tp2) << "case " << t;
-    }
-    // Tight: the price is the inflation, the weights' rounding up and the centring shift (per unit weight),
-    // far below a relative 1e-5 of the sum beyond those.
     double sum_err_c = 0;
     for (const Key& k : c.keys) sum_err_c += k.err_c;
-    const double shift = budget::centred_at(c.O, c.vd).shift;
-    EXPECT_LE(mp_real(b.num), e.num * mp_real(1 + 1e-5) + mp_real(2 * shift * sum_err_c) + mp_real(1e-30)) << t;
+    ASSERT_NO_FATAL_FAILURE(check_bounds(run(c), exact(c), c.l_fp32, budget::centred_at(c.O, c.vd).shift, sum_err_c, t));
     ++cases;
   }
   EXPECT_EQ(cases, 4000);
@@ -203,6 +205,89 @@ TEST(BudgetSums, CentringShiftCoversTheDivision) {
     short_without += mp_real(old_num) < e.num;
   }
   EXPECT_GT(short_without, 100);
+}
+
+// The row form (budget_sums.h RowColumnSum): every key's weights are the row's constants times E_j plus
+// zeta_j, and the three chains (SL, SQ, SZ) bound the same exact sums as the per-key form's.
+struct RowCase {
+  std::vector<int64_t> index;
+  std::vector<double> E, zeta;
+  std::vector<float> v;
+  double O, vd, uP;
+  budget::EtaExp eta;
+};
+RowCase random_row_case(std::mt19937_64& rng) {
+  const Case base = random_case(rng);
+  RowCase c;
+  c.O = base.O, c.vd = base.vd, c.uP = base.uP;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  c.eta = budget::eta_exp(rng() % 8 == 0 ? 0.05 * u(rng) : 1e-6 * (1 + u(rng)));
+  for (const Key& k : base.keys) {
+    c.index.push_back(k.index);
+    c.E.push_back(std::min(1.0, k.ep));
+    c.zeta.push_back(rng() % 10 == 0 ? weight(rng) * 1e-3 : 0.0);
+    c.v.push_back(k.v);
+  }
+  return c;
+}
+// with_zeta = false leaves the zeta chain out (a control).
+ColumnSumBounds run_row(const RowCase& c, bool with_zeta = true) {
+  const budget::CentredAt at = budget::centred_at(c.O, c.vd);
+  const budget::RowFactors f = budget::row_factors(c.eta, c.uP);
+  budget::RowColumnSum s;
+  double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
+  int64_t chunk = c.index.empty() ? 0 : c.index[0] / budget::kSumChunk;
+  for (size_t x = 0; x < c.E.size(); ++x) {
+    if (c.index[x] / budget::kSumChunk != chunk) {
+      s.flush();
+      chunk = c.index[x] / budget::kSumChunk;
+    }
+    s.add(budget::row_weights(c.E[x], c.zeta[x]), c.v[x], at.o, with_zeta && c.zeta[x] > 0);
+    sum_err_c += c.E[x] * f.kc + c.zeta[x];
+    sum_err_c_det += c.E[x] * f.kd + c.zeta[x];
+    sum_ep2 += (c.E[x] * c.eta.ep) * (c.E[x] * c.eta.ep);
+  }
+  s.flush();
+  return budget::row_sum_bounds(s, double(c.E.size()), c.vd, 0.0, at.shift, sum_err_c, sum_err_c_det, sum_ep2, f);
+}
+// The exact sums of the per-key form with each key's weights from the row's constants.
+Exact exact_row(const RowCase& c) {
+  const budget::RowFactors f = budget::row_factors(c.eta, c.uP);
+  Case k{{}, c.O, c.vd, c.uP, false};
+  for (size_t x = 0; x < c.E.size(); ++x)
+    k.keys.push_back({c.index[x], 0.0, c.E[x] * f.kc + c.zeta[x], c.E[x] * f.kd + c.zeta[x], c.E[x] * c.eta.ep,
+                      c.zeta[x], c.v[x]});
+  return exact(k);
+}
+
+TEST(BudgetSums, RowFormBoundCoversTheExactSum) {
+  std::mt19937_64 rng(20261204);
+  int with_zeta = 0;
+  for (int t = 0; t < 4000; ++t) {
+    const RowCase c = random_row_case(rng);
+    const ColumnSumBounds b = run_row(c);
+    const budget::RowFactors f = budget::row_factors(c.eta, c.uP);
+    double sum_err_c = 0;
+    for (size_t x = 0; x < c.E.size(); ++x) sum_err_c += c.E[x] * f.kc + c.zeta[x];
+    ASSERT_NO_FATAL_FAILURE(check_bounds(b, exact_row(c), false, budget::centred_at(c.O, c.vd).shift, sum_err_c, t));
+    EXPECT_EQ(b.vop, 0.0);
+    for (double z : c.zeta) with_zeta += z > 0;
+  }
+  EXPECT_GT(with_zeta, 1000);  // the zeta chain ran
+}
+
+// Control: without the zeta chain the row form misses the underflowed keys' part.
+TEST(BudgetSums, RowFormWithoutTheZetaChainFallsShort) {
+  RowCase c{{}, {}, {}, {}, 0.0, 1.0, 0x1p-8, budget::eta_exp(1e-6)};
+  for (int x = 0; x < 40; ++x) {
+    c.index.push_back(x);
+    c.E.push_back(x == 0 ? 1.0 : 1e-30);
+    c.zeta.push_back(x == 0 ? 0.0 : 1e-3);
+    c.v.push_back(1.0f);
+  }
+  const Exact e = exact_row(c);
+  EXPECT_GE(mp_real(run_row(c).num), e.num);
+  EXPECT_LT(mp_real(run_row(c, false).num), e.num);
 }
 
 }  // namespace

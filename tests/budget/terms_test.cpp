@@ -235,11 +235,11 @@ INSTANTIATE_TEST_SUITE_P(LowPrecision, Tightness,
                          ::testing::Values(Recipe::tf32, Recipe::fp16, Recipe::bf16, Recipe::fp8_e4m3, Recipe::fp8_e5m2),
                          [](const auto& i) { return std::string(recipe_spec(i.param).name); });
 
-// BudgetTerms::per_key_eta = false gives every key the weight interval of its row's largest eta, which
+// BudgetTerms::per_key_eta = false gives every key the weight interval of its row's eta bound, which
 // contains the key's own (§3.6): on every recipe each element's bound, probabilistic bound and LSE bound may
 // only grow, and none is exceeded. budget_report's section 4 measures by how much they grow.
-class RowLargestEta : public ::testing::TestWithParam<Recipe> {};
-TEST_P(RowLargestEta, ContainsEveryKeysInterval) {
+class RowEtaInterval : public ::testing::TestWithParam<Recipe> {};
+TEST_P(RowEtaInterval, ContainsEveryKeysInterval) {
   const Recipe r = GetParam();
   BudgetTerms row_max;
   row_max.per_key_eta = false;
@@ -279,11 +279,11 @@ TEST_P(RowLargestEta, ContainsEveryKeysInterval) {
     }
     for (size_t x = 0; x < a.lse_bound.size(); ++x) ASSERT_GE(b.lse_bound[x], a.lse_bound[x]) << "row " << x;
     EXPECT_EQ(check_against_budget(p, out.o, out.lse, ref, b, recipe_spec(r).output).violations, 0u);
-    std::cout << recipe_spec(r).name << ", inputs " << inputs << ": the row's largest eta grows a bound by up to "
+    std::cout << recipe_spec(r).name << ", inputs " << inputs << ": the row's eta bound grows a bound by up to "
               << grown << "x\n";
   }
 }
-INSTANTIATE_TEST_SUITE_P(EveryRecipe, RowLargestEta, ::testing::ValuesIn(all_recipes),
+INSTANTIATE_TEST_SUITE_P(EveryRecipe, RowEtaInterval, ::testing::ValuesIn(all_recipes),
                          [](const auto& i) { return std::string(recipe_spec(i.param).name); });
 
 }  // namespace
