@@ -367,11 +367,13 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
-        // !terms.per_key_eta: every key's interval from a bound of the row's largest eta (docs/error-analysis.md
-        // §3.6, budget_terms.h row_eta_bound), which contains each key's own; zeta keeps its per-key flag and
-        // value.
+        // The row form (!terms.per_key_eta, under the default convention without tf32's operand term, where
+        // its sums apply): every key's interval from a bound of the row's largest eta (docs/error-analysis.md
+        // §3.6, budget_terms.h row_eta_bound), which contains each key's own, and the sums with one weight a
+        // key (budget_sums.h RowColumnSum); zeta keeps its per-key flag and value. Elsewhere the per-key form.
+        const bool row_form = !terms.per_key_eta && !l_fp32 && !op_term;
         EtaExp row_eta{};
-        if (!terms.per_key_eta && n > 0) {
+        if (row_form && n > 0) {
           const double zmin = *std::min_element(z.begin(), z.begin() + n);
           const int later_first = suffix[1] + (splits_opt > 1 ? 1 : 0);
           const double bound = row_eta_bound(sigma, eps_max, zmax, zmin, run[0], later_first,
@@ -382,13 +384,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             throw std::logic_error("error_budget: the row's eta bound is below a key's eta");
           row_eta = eta_exp(bound);
         }
-        // Under the default convention without tf32's operand term, the sums then take one weight a key
-        // (budget_sums.h RowColumnSum); otherwise the per-key chains with the row's interval.
-        const bool row_form = !terms.per_key_eta && !l_fp32 && !op_term;
         const RowFactors rf = row_form ? row_factors(row_eta, uP) : RowFactors{};
         rw.resize(row_form ? n : 0);
         for (size_t x = 0; x < n; ++x) {  // §3.6
-          const EtaExp& ex = terms.per_key_eta ? eta_e[x] : row_eta;
+          const EtaExp& ex = row_form ? row_eta : eta_e[x];
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           const double ep = E[x] * ex.ep;
           whi[x] = wi.whi;
