@@ -369,10 +369,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
         // The row form (!terms.per_key_eta, under the default convention without tf32's operand term, where
         // its sums apply): every key's interval from a bound of the row's largest eta (docs/error-analysis.md
-        // §3.6, budget_terms.h row_eta_bound), which contains each key's own, and the sums with one weight a
-        // key (budget_sums.h RowColumnSum); zeta keeps its per-key flag and value. Elsewhere the per-key form.
+        // §3.6, budget_terms.h row_eta_bound), which contains each key's own, its underflow (zeta) and W's
+        // eta too, so that no weight needs its key's eta; the sums with one weight a key (budget_sums.h
+        // RowColumnSum). Elsewhere the per-key form.
         const bool row_form = !terms.per_key_eta && !l_fp32 && !op_term;
         EtaExp row_eta{};
+        double eta_hat = 0;
         if (row_form && n > 0) {
           const double zmin = *std::min_element(z.begin(), z.begin() + n);
           const int later_first = suffix[1] + (splits_opt > 1 ? 1 : 0);
@@ -382,7 +384,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           // model, goes on to a bound of +inf as in the per-key form).
           if (bound < *std::max_element(eta.begin(), eta.begin() + n))
             throw std::logic_error("error_budget: the row's eta bound is below a key's eta");
+          eta_hat = bound;
           row_eta = eta_exp(bound);
+          // §3.7 with the row's eta: a flag for every key the per-key eta flags and more, each zeta at least
+          // the per-key one, so the interval still contains the key's own.
+          for (size_t x = 0; x < n; ++x)
+            zeta[x] = underflow(E[x], row_eta, eK, thresh, theta_abs, theta_ftz, uP, terms.underflow).zeta;
         }
         const RowFactors rf = row_form ? row_factors(row_eta, uP) : RowFactors{};
         rw.resize(row_form ? n : 0);
@@ -400,7 +407,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           sum_err_c += wi.err_c;
           sum_err_c_det += wi.err_c_det;
           sum_ep2 += ep * ep;
-          eta_w = std::max(eta_w, eta[x]);
+          eta_w = std::max(eta_w, row_form ? eta_hat : eta[x]);
           if (zeta[x] > 0) zeta_vmax += zeta[x] * key_vabs[size_t(keys[x])];
         }
         const double w_mult = w_multiplier(eta_w, uP, sumE);
