@@ -476,8 +476,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           }
         };
         // The largest alignment magnitude of a product with a subnormal P~ or V (tensor cores only).
+        // The row form takes the upper weight from the key's e and z (budget_sums.h row_whi), as its sums do.
         auto excess_of = [&](size_t x, double vs) FC_INLINE {
-          return std::max(double(sw[x].whi), mn_p / S) * alignment_magnitude(vs, mn_op) * vd;
+          const double w = row_form ? double(row_whi(rw[x], rf)) : double(sw[x].whi);
+          return std::max(w, mn_p / S) * alignment_magnitude(vs, mn_op) * vd;
         };
 
         // Any column, one at a time.

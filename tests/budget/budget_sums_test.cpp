@@ -271,6 +271,11 @@ TEST(BudgetSums, RowFormBoundCoversTheExactSum) {
     for (size_t x = 0; x < c.E.size(); ++x) sum_err_c += c.E[x] * f.kc + c.zeta[x];
     ASSERT_NO_FATAL_FAILURE(check_bounds(b, exact_row(c), false, budget::centred_at(c.O, c.vd).shift, sum_err_c, t));
     EXPECT_EQ(b.vop, 0.0);
+    // The excess's upper weight from e and z: at least E e^eta (1 + uP) + zeta, exactly.
+    for (size_t x = 0; x < c.E.size(); ++x)
+      ASSERT_GE(mp_real(double(budget::row_whi(budget::row_weights(c.E[x], c.zeta[x]), f))),
+                mp_real(c.E[x]) * mp_real(c.eta.ep) * (1 + mp_real(c.uP)) + mp_real(c.zeta[x]))
+          << "case " << t << " key " << x;
     for (double z : c.zeta) with_zeta += z > 0;
   }
   EXPECT_GT(with_zeta, 1000);  // the zeta chain ran
