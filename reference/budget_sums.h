@@ -171,17 +171,18 @@ struct RowWeights {
   float e, z;
 };
 FC_HOST_DEVICE inline RowWeights row_weights(double E, double zeta) { return {round_up_f32(E), round_up_f32(zeta)}; }
-// The row's constants from its eta bound (budget_terms.h row_eta_bound): kc = e^eta (1 + uP) - 1 and kd = e^eta - 1 (weight_interval's
-// brackets, the same expressions), ep2 = e^{2 eta}, kw = e^eta (1 + uP) (the upper weight's).
+// The row's constants from its eta bound (budget_terms.h row_eta_bound): kc = e^eta (1 + uP) - 1 and
+// kd = e^eta - 1 (weight_interval's brackets, the same expressions), ep2 = e^{2 eta}, kw = e^eta (1 + uP)
+// (the upper weight's).
 struct RowFactors {
   double kc, kd, ep2, kw;
 };
 FC_HOST_DEVICE inline RowFactors row_factors(const EtaExp& x, double uP) {
   return {x.epm1 * (1 + uP) + uP, x.epm1, x.ep * x.ep, x.ep * (1 + uP)};
 }
-// A key's upper weight in the row form from what the sums read of it: whi = E e^eta (1 + uP) + zeta <= e kw +
-// z, in float64 with three roundings (kw's, the product's, the sum's), which 1 + 2^-50 covers; rounded up.
-// The excess term's weight (§3.9), where the per-key form takes its own whi.
+// A key's upper weight in the row form from what the sums read of it: whi = E e^eta (1 + uP) + zeta <=
+// e kw + z, in float64 with three roundings (kw's, the product's, the sum's), which 1 + 2^-50 covers;
+// rounded up. The excess term's weight (§3.9), where the per-key form takes its own whi.
 FC_HOST_DEVICE inline float row_whi(const RowWeights& w, const RowFactors& f) {
   return round_up_f32((double(w.e) * f.kw + double(w.z)) * (1 + 0x1p-50));
 }
@@ -202,7 +203,9 @@ struct RowColumnSum {
   double sl = 0, sq = 0, sz = 0;
   float f_sl = 0, f_sq = 0, f_sz = 0;
 
-  FC_HOST_DEVICE void add(const RowWeights& w, float v, float o, bool zeta) { add_key_row(w, v, o, zeta, f_sl, f_sq, f_sz); }
+  FC_HOST_DEVICE void add(const RowWeights& w, float v, float o, bool zeta) {
+    add_key_row(w, v, o, zeta, f_sl, f_sq, f_sz);
+  }
   FC_HOST_DEVICE void flush() {
     sl += f_sl, sq += f_sq, sz += f_sz;
     f_sl = f_sq = f_sz = 0;

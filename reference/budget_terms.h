@@ -74,15 +74,15 @@ FC_HOST_DEVICE inline double key_eta(double sigma, double eps_s, double abs_s, d
 // §3.6's row form: an upper bound of every visible key's eta (key_eta times the 1 + 10^-6 that every eta
 // takes) from the row's quantities alone, known before any key's weight: each term at its largest over the
 // row. The score and operand errors at eps_max (the largest eps_s R_j + abs_s + op_err_j, with or without
-// EtaTerms::scores, which only the per-key form drops); the exponent argument, increasing in Delta and |run|, at Delta = zmax - zmin and |run| = max(|run_first|, |zmax|) (the running
-// maxima rise from the first tile's to zmax); the rescale term, falling in run and rising in the later
+// EtaTerms::scores, which only the per-key form drops); the exponent argument, increasing in Delta and
+// |run|, at Delta = zmax - zmin and |run| = max(|run_first|, |zmax|) (the running maxima rise from the
+// first tile's to zmax); the rescale term, falling in run and rising in the later
 // raises, at run_first with the first tile's count (later_first, the most). The terms are non-negative and
 // each is monotone in float64 too (rounding to nearest is monotone); the factor 1 + 2^-40 covers the
 // per-key sum's other grouping of the score terms (two products by sigma there, one here).
 FC_HOST_DEVICE inline double row_eta_bound(double sigma, double eps_max, double zmax, double zmin, double run_first,
                                            int later_first, EtaTerms on) {
-  double e = 0;
-  e += sigma * eps_max;
+  double e = sigma * eps_max;
   if (on.exponent) e += exponent_argument(sigma, zmax - zmin, max2(std::fabs(run_first), std::fabs(zmax)), eps_max);
   if (on.rescale) e += rescale_factors(sigma, zmax, run_first, eps_max, later_first);
   return e * (1 + 1e-6) * (1 + 0x1p-40);

@@ -293,6 +293,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         zeta_l.resize(n);
         const double eK = std::exp(sigma * eps_max);  // bounds the common factor K and 1/K
         const EtaTerms eta_terms{terms.scores, terms.exponent, terms.rescale};
+        // The row form (!terms.per_key_eta, under the default convention without tf32's operand term, where
+        // its sums apply): every key's interval, its underflow (zeta) and W's eta from a bound of the row's
+        // largest eta (docs/error-analysis.md §3.6, budget_terms.h row_eta_bound), which contains each key's
+        // own, so that no weight needs its key's eta; the sums with one weight a key (budget_sums.h
+        // RowColumnSum). Elsewhere the per-key form. Each key's eta is still made, to check the row's bound.
+        const bool row_form = !terms.per_key_eta && !o.l_from_fp32_p && !op_term;
         double sumE = 0;
         for (size_t x = 0; x < n; ++x) {
           const size_t t = tile_idx[x];
@@ -302,6 +308,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const int C = suffix[t + 1] + (splits_opt > 1 ? 1 : 0);
           const double e = key_eta(sigma, eps_s, abs_s, R[x], op_err[x], delta, zmax, run[t], eps_max, C, eta_terms);
           eta[x] = e * (1 + 1e-6);
+          if (row_form) continue;  // its interval and zeta come from the row's eta, below
           eta_e[x] = eta_exp(eta[x]);
           const Underflow uf = underflow(E[x], eta_e[x], eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);  // §3.7
           zeta[x] = uf.zeta;
@@ -367,12 +374,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // + r sqrt(sum ep^2) (Minkowski).
         double sum_err_c = 0, sum_err_c_det = 0, sum_ep2 = 0;
         double eta_w = 0, zeta_vmax = 0;  // §3.9's W through the reference's A (budget_terms.h w_bound)
-        // The row form (!terms.per_key_eta, under the default convention without tf32's operand term, where
-        // its sums apply): every key's interval from a bound of the row's largest eta (docs/error-analysis.md
-        // §3.6, budget_terms.h row_eta_bound), which contains each key's own, its underflow (zeta) and W's
-        // eta too, so that no weight needs its key's eta; the sums with one weight a key (budget_sums.h
-        // RowColumnSum). Elsewhere the per-key form.
-        const bool row_form = !terms.per_key_eta && !l_fp32 && !op_term;
+        // The row form's eta (above): its bound, checked against every key's.
         EtaExp row_eta{};
         double eta_hat = 0;
         if (row_form && n > 0) {
@@ -388,8 +390,11 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           row_eta = eta_exp(bound);
           // §3.7 with the row's eta: a flag for every key the per-key eta flags and more, each zeta at least
           // the per-key one, so the interval still contains the key's own.
-          for (size_t x = 0; x < n; ++x)
-            zeta[x] = underflow(E[x], row_eta, eK, thresh, theta_abs, theta_ftz, uP, terms.underflow).zeta;
+          for (size_t x = 0; x < n; ++x) {
+            const Underflow uf = underflow(E[x], row_eta, eK, thresh, theta_abs, theta_ftz, uP, terms.underflow);
+            zeta[x] = uf.zeta;
+            zeta_l[x] = uf.zeta_l;
+          }
         }
         const RowFactors rf = row_form ? row_factors(row_eta, uP) : RowFactors{};
         rw.resize(row_form ? n : 0);
@@ -398,8 +403,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const WeightInterval wi = weight_interval(E[x], ex, uP, Underflow{zeta[x], zeta_l[x]}, l_fp32);
           const double ep = E[x] * ex.ep;
           whi[x] = wi.whi;
-          sw[x] = sum_weights(wi, ep, zeta[x], uP, l_fp32);  // §0's per-(key, column) sums' weights (§3.17)
+          // §0's per-(key, column) sums' weights (§3.17), in the form the sums take.
           if (row_form) rw[x] = row_weights(E[x], zeta[x]);
+          else sw[x] = sum_weights(wi, ep, zeta[x], uP, l_fp32);
           sum_whi += wi.whi;
           den += wi.den;
           lhi += wi.lhi;

@@ -29,9 +29,10 @@ struct BudgetTerms {
   bool underflow = true;    // P below the P format's normal range
   bool reference = true;    // the float64 reference's own certified error
   bool operand_rounding = true;  // tf32: the fp32 inputs rounded to tf32 operands (Q, K in S; V in P.V)
-  // Not a term but its form: false gives every key of a row the weight interval of the row's eta bound
-  // (sound and looser, §3.6), which needs no per-key weights in the sums over (key, column); measured by
-  // budget_report's section 4 (CPU only: the GPU oracle computes the default form).
+  // Not a term but its form: false takes the row form where its sums apply (the default convention without
+  // tf32's operand term): every key of a row gets the weight interval of the row's eta bound (sound and
+  // looser, §3.6), and the sums over (key, column) one weight a key; measured by budget_report's section 4
+  // (CPU only: the GPU oracle computes the default form).
   bool per_key_eta = true;
 };
 

@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
   std::printf("\n## 4. Every key's weight interval from the row's eta bound (N=1024, d=64; aligned: 1024 keys, d=64)\n\n");
   std::printf("| recipe | inputs | max err/B: per key / row's bound | bound with the row's / per key: min, median, max |"
               " same, probabilistic bound: median, max |\n|---|---|---|---|---|\n");
-  BudgetTerms row_max;
-  row_max.per_key_eta = false;
+  BudgetTerms row_form;
+  row_form.per_key_eta = false;
   for (Recipe r : all_recipes)
     for (int inputs = 0; inputs < 4; ++inputs) {
       if (inputs == 3 && r == Recipe::fp32) continue;
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       const SubjectOutput out = k.run(p, in, o);
       const Float64Attention ref = exact_attention_f64(p, in);
       const int tile = k.effective_tile(p, o).n;
-      const ErrorBudget a = error_budget(p, in, o, tile, ref), b = error_budget(p, in, o, tile, ref, row_max);
+      const ErrorBudget a = error_budget(p, in, o, tile, ref), b = error_budget(p, in, o, tile, ref, row_form);
       const BudgetVerdict va = check_against_budget(p, out.o, out.lse, ref, a, recipe_spec(r).output),
                           vb = check_against_budget(p, out.o, out.lse, ref, b, recipe_spec(r).output);
       std::vector<double> q, qp;

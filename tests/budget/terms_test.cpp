@@ -241,8 +241,8 @@ INSTANTIATE_TEST_SUITE_P(LowPrecision, Tightness,
 class RowEtaInterval : public ::testing::TestWithParam<Recipe> {};
 TEST_P(RowEtaInterval, ContainsEveryKeysInterval) {
   const Recipe r = GetParam();
-  BudgetTerms row_max;
-  row_max.per_key_eta = false;
+  BudgetTerms row_form;
+  row_form.per_key_eta = false;
   for (int inputs = 0; inputs < 3; ++inputs) {
     Problem p;
     p.n_q = 16;
@@ -270,7 +270,7 @@ TEST_P(RowEtaInterval, ContainsEveryKeysInterval) {
     const SubjectOutput out = k.run(p, in, o);
     const Float64Attention ref = exact_attention_f64(p, in);
     const int bc = k.effective_tile(p, o).n;
-    const ErrorBudget a = error_budget(p, in, o, bc, ref), b = error_budget(p, in, o, bc, ref, row_max);
+    const ErrorBudget a = error_budget(p, in, o, bc, ref), b = error_budget(p, in, o, bc, ref, row_form);
     double grown = 1;
     for (size_t x = 0; x < a.o_bound.size(); ++x) {
       ASSERT_GE(b.o_bound[x], a.o_bound[x]) << "element " << x << ", inputs " << inputs;
