@@ -212,19 +212,27 @@ struct RowColumnSum {
   }
 };
 
-// The row form's sums as column_sum_bounds gives the per-key form's: num <= kc SL + SZ, num_det <= kd SL +
-// SZ, the root's sum <= e^{2 eta} SQ, each chain bound by f32_sum_bound (the products by the row's
-// constants add two float64 roundings, inside kSumInflation's margin of about u over (1 - u)^-40).
-FC_HOST_DEVICE inline ColumnSumBounds row_sum_bounds(const RowColumnSum& s, double n, double vd, double oe,
-                                                     double shift, double sum_err_c, double sum_err_c_det,
-                                                     double sum_ep2, const RowFactors& f) {
-  const double av = std::fabs(vd), r = oe + shift;
-  const double L = f32_sum_bound(s.sl, n, av), Z = f32_sum_bound(s.sz, n, av);
+// The row form's sums as column_sum_bounds gives the per-key form's, from upper bounds in true units of
+// L >= sum e_j |v - o|, Q >= sum (e_j |v - o|)^2 and Z >= sum z_j |v - o|: num <= kc L + Z, num_det <= kd L + Z,
+// the root's sum <= e^{2 eta} Q (the products by the row's constants add two float64 roundings, inside
+// kSumInflation's margin of about u over (1 - u)^-40). L and Q come from the chains (row_sum_bounds) or from
+// the knots (budget_knots.h).
+FC_HOST_DEVICE inline ColumnSumBounds row_bounds(double L, double Q, double Z, double oe, double shift, double sum_err_c,
+                                                 double sum_err_c_det, double sum_ep2, const RowFactors& f) {
+  const double r = oe + shift;
   ColumnSumBounds b{};
   b.num = f.kc * L + Z + r * sum_err_c;
   b.num_det = f.kd * L + Z + r * sum_err_c_det;
-  b.root = std::sqrt(f.ep2 * f32_sum_bound(s.sq, n, vd * vd)) + r * std::sqrt(sum_ep2);
+  b.root = std::sqrt(f.ep2 * Q) + r * std::sqrt(sum_ep2);
   return b;
+}
+// The same from the chains, each bound by f32_sum_bound.
+FC_HOST_DEVICE inline ColumnSumBounds row_sum_bounds(const RowColumnSum& s, double n, double vd, double oe,
+                                                     double shift, double sum_err_c, double sum_err_c_det,
+                                                     double sum_ep2, const RowFactors& f) {
+  const double av = std::fabs(vd);
+  return row_bounds(f32_sum_bound(s.sl, n, av), f32_sum_bound(s.sq, n, vd * vd), f32_sum_bound(s.sz, n, av), oe,
+                    shift, sum_err_c, sum_err_c_det, sum_ep2, f);
 }
 
 }  // namespace fc::budget

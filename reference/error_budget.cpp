@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "reference/abs_scale_bound.h"
+#include "reference/budget_knots.h"
 #include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/element_verdict.h"
@@ -166,6 +167,15 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   std::vector<char> plain_column;    // per column of the head: no V of 0, none below the operands' normal range
   std::vector<size_t> sub_keys;      // the row's keys whose P~ may be subnormal (tensor cores)
   const double lambda = kProbabilisticLambda;
+  // The knot form (terms.knot_sums, budget_knots.h): per column of the head its scale and whether every V is
+  // within delta of its fp16 value at both scales, the fp16 values; per tile of kKnotRows rows the knots and the
+  // operands |x - t| and (x - t)^2 at each knot and the bracket's indicator ([column][key]); per row the
+  // weights and, per column, the two sums' bounds where the knots are certified.
+  const bool knot_form = !terms.per_key_eta && terms.knot_sums && !o.l_from_fp32_p && !op_term;
+  std::vector<double> knot_rc, knot_x, knot_x2, knot_w, knot_w3, knot_L, knot_Q;
+  std::vector<char> knot_col_ok, knot_use, knot_br;
+  std::vector<KnotPair> knot_k, knot_k2;
+  std::vector<float> knot_d0, knot_d1, knot_q0, knot_q1;
 
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h) {
@@ -199,6 +209,32 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           vs_key[kc] = static_cast<float>(vs_col[ck]);
           if (vcol[ck] == 0 || (tc && std::fabs(vs_col[ck]) < mn_op)) plain_column[size_t(c)] = 0;
         }
+      int64_t knot_tile = -1;
+      if (knot_form) {
+        knot_rc.assign(size_t(p.dv), 1.0);
+        knot_col_ok.assign(size_t(p.dv), 1);
+        knot_x.resize(vs_col.size());
+        knot_x2.resize(vs_col.size());
+        for (int c = 0; c < p.dv; ++c) {
+          double vmax_c = 0;
+          bool finite = true;
+          for (int64_t j = 0; j < p.n_k; ++j) {
+            const double v = vs_col[size_t(c) * p.n_k + j];
+            finite = finite && std::isfinite(v);
+            vmax_c = std::max(vmax_c, std::fabs(v));
+          }
+          const double rc = fp16_scale(2 * vmax_c), rs = rc * kKnotSquareScale;
+          knot_rc[size_t(c)] = rc;
+          bool ok = finite;
+          for (int64_t j = 0; ok && j < p.n_k; ++j) {
+            const size_t ck = size_t(c) * p.n_k + j;
+            ok = knot_value_exact(vs_col[ck], rc) && knot_value_exact(vs_col[ck], rs);
+            knot_x[ck] = knot_value(vs_col[ck], rc);
+            knot_x2[ck] = knot_value(vs_col[ck], rs);
+          }
+          knot_col_ok[size_t(c)] = ok;
+        }
+      }
       if (op_round) {  // the tf32 operands, rounded once per head
         kop.resize(size_t(p.n_k) * p.d);
         for (size_t x = 0; x < kop.size(); ++x) kop[x] = opr(ks[x]);
@@ -215,6 +251,42 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         }
         const double ref_lse = ref.out.lse[li];
         if (std::isnan(ref_lse) || ref_lse == -inf) continue;  // NaN rows / rows with no visible key: exact
+        if (knot_form && i / kKnotRows != knot_tile) {
+          // The tile's knots per column: its rows' smallest and largest o (those with a bound to make), rounded
+          // outward; then the operands of every key at both knots.
+          knot_tile = i / kKnotRows;
+          const int64_t r1 = std::min<int64_t>((knot_tile + 1) * kKnotRows, p.n_q);
+          knot_k.assign(size_t(p.dv), KnotPair{0, 0, false});
+          knot_k2 = knot_k;
+          const size_t nk = size_t(p.n_k);
+          knot_d0.assign(size_t(p.dv) * nk, 0.0f);
+          knot_d1 = knot_q0 = knot_q1 = knot_d0;
+          knot_br.assign(knot_d0.size(), 0);
+          for (int c = 0; c < p.dv; ++c) {
+            if (!knot_col_ok[size_t(c)]) continue;
+            double lo = inf, hi = -inf;
+            for (int64_t r = knot_tile * kKnotRows; r < r1; ++r) {
+              const double lse_r = ref.out.lse[p.lse_index(b, h, r)], O = ref.out.o[p.o_index(b, h, r, c)];
+              if (std::isnan(lse_r) || lse_r == -inf || !std::isfinite(O)) continue;
+              const double of = centred_at(O, vd).o;
+              lo = std::min(lo, of);
+              hi = std::max(hi, of);
+            }
+            const double rc = knot_rc[size_t(c)], rs = rc * kKnotSquareScale;
+            const KnotPair kp = knot_pair(lo, hi, rc), kp2 = knot_pair(lo, hi, rs);
+            if (!kp.ok || !kp2.ok) continue;
+            knot_k[size_t(c)] = kp;
+            knot_k2[size_t(c)] = kp2;
+            for (size_t j = 0; j < nk; ++j) {
+              const size_t ck = size_t(c) * nk + j;
+              knot_d0[ck] = float(knot_distance(knot_x[ck], kp.t0));
+              knot_d1[ck] = float(knot_distance(knot_x[ck], kp.t1));
+              knot_br[ck] = in_bracket(knot_x[ck], kp);
+              knot_q0[ck] = float(knot_square(knot_x2[ck], kp2.t0));
+              knot_q1[ck] = float(knot_square(knot_x2[ck], kp2.t1));
+            }
+          }
+        }
         keys.clear();
         z.clear();
         R.clear();
@@ -417,6 +489,50 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           if (zeta[x] > 0) zeta_vmax += zeta[x] * key_vabs[size_t(keys[x])];
         }
         const double w_mult = w_multiplier(eta_w, uP, sumE);
+
+        // §3.18 The knot form: each column's two sums from the tile's knots, where certified (knot_use).
+        knot_use.assign(knot_form ? size_t(p.dv) : 0, 0);
+        if (knot_form && row_form && n > 0) {
+          double emax = 0;
+          for (size_t x = 0; x < n; ++x) emax = std::max(emax, double(rw[x].e));
+          const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), nd = double(n);
+          knot_w.resize(n);
+          knot_w3.resize(n);
+          double w_sum = 0, w3_sum = 0;
+          for (size_t x = 0; x < n; ++x) {
+            const double e = rw[x].e;
+            knot_w[x] = knot_weight(e, sc);
+            knot_w3[x] = knot_weight(e * e, sc3);  // e * e is exact in double
+            w_sum += knot_w[x];
+            w3_sum += knot_w3[x];
+          }
+          const KnotRow kr{sc, sc3, double_sum_up(w_sum, nd), double_sum_up(w3_sum, nd), double_sum_low(w3_sum, nd)};
+          knot_L.assign(size_t(p.dv), 0.0);
+          knot_Q.assign(size_t(p.dv), 0.0);
+          for (int c = 0; c < p.dv; ++c) {
+            const double O = ref.out.o[o0 + c];
+            if (!knot_k[size_t(c)].ok || !std::isfinite(O)) continue;
+            // The products' sums, in double (within 2^-53 per addition of non-negative terms, which the chain's
+            // factor in knot_linear_up and knot_square_up covers).
+            const size_t base = size_t(c) * size_t(p.n_k);
+            KnotSums ks{0, 0, 0, 0, 0};
+            for (size_t x = 0; x < n; ++x) {
+              const size_t ck = base + size_t(keys[x]);
+              const double w = knot_w[x], w3 = knot_w3[x];
+              ks.F0 += w * knot_d0[ck];
+              ks.F1 += w * knot_d1[ck];
+              if (knot_br[ck]) ks.M += w;
+              ks.G0 += w3 * knot_q0[ck];
+              ks.G1 += w3 * knot_q1[ck];
+            }
+            const KnotBounds kb = knot_bounds(ks, kr, centred_at(O, vd).o, knot_k[size_t(c)], knot_k2[size_t(c)],
+                                              knot_rc[size_t(c)], vd);
+            if (!kb.certified) continue;
+            knot_L[size_t(c)] = kb.L;
+            knot_Q[size_t(c)] = kb.Q;
+            knot_use[size_t(c)] = 1;
+          }
+        }
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
         // takes the larger of this and the lane sums above, so that it covers a kernel summing either way.
@@ -440,8 +556,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         auto bounds_of = [&](int c, const auto& sums) FC_INLINE {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi], oe = ref.o_error_bound[oi], shift = centred_at(O, vd).shift;
-          if constexpr (std::is_same_v<std::decay_t<decltype(sums)>, RowColumnSum>)
+          if constexpr (std::is_same_v<std::decay_t<decltype(sums)>, RowColumnSum>) {
+            if (knot_form && knot_use[size_t(c)]) {  // the knots' L and Q, the chain's Z (rare keys, §3.7)
+              ++B.knot_elements;
+              return row_bounds(knot_L[size_t(c)], knot_Q[size_t(c)], f32_sum_bound(sums.sz, double(n), std::fabs(vd)),
+                                oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
+            }
             return row_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
+          }
           else
             return column_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, l_fp32,
                                      op_term);

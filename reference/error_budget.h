@@ -34,6 +34,11 @@ struct BudgetTerms {
   // looser, §3.6), and the sums over (key, column) one weight a key; measured by budget_report's section 4
   // (CPU only: the GPU oracle computes the default form).
   bool per_key_eta = true;
+  // With the row form: the centred sums of each tile of 16 rows through knots (budget_knots.h, §3.18), as fp16
+  // matrix products would make them, where V's stored values are exact in fp16 after a power-of-two scale
+  // and the knots' certificate holds; elsewhere the row form's loop. The CPU computes what a GPU copy of the
+  // products would bound (looser by about u16 = 2^-11, the operands' rounding).
+  bool knot_sums = false;
 };
 
 // The probabilistic variant's lambda (Higham-Mary): each sqrt(n) term holds with probability
@@ -48,6 +53,7 @@ struct ErrorBudget {
   std::vector<double> scale_d;                // D_ik = sum_j P_ij |V_jk - O_ik|
   std::vector<double> lse_bound_probabilistic;  // per row
   int tile_n = 0;                             // the Bc the budget was computed for (0: unknown, any Bc)
+  size_t knot_elements = 0;                   // elements whose centred sums came from the knots (knot_sums)
 };
 
 // The per-run constants of the budget (docs/error-analysis.md §3), resolved once from the problem, the
