@@ -168,34 +168,36 @@ FC_HOST_DEVICE inline bool knots_certified(double linear, double excess, const K
   return excess <= kKnotTolerance * linear && sq.correction <= 0.5 * sq.interpolation;
 }
 
-// One row's part: its weights' scales (sc for e, sc3 for e^2) and bounds of its fp16 weights' sums (W's and
-// W3's above, W3's below).
+// One row's part: its weights' scales (sc for e, sc3 for e^2, scz for the underflow weights z) and bounds of its
+// fp16 weights' sums (W's, W3's and WZ's above, W3's below; WZ's 0 in a row without an underflowed key).
 struct KnotRow {
-  double sc, sc3, w_up, w3_up, w3_low;
+  double sc, sc3, scz, w_up, w3_up, wz_up, w3_low;
 };
-// One (row, column)'s products' sums: at the knots F0, F1 (of W |x - t|) and G0, G1 (of W3 (x - t)^2), and M (W
-// over the bracket).
+// One (row, column)'s products' sums: at the knots F0, F1 (of W |x - t|), G0, G1 (of W3 (x - t)^2) and Z0, Z1 (of
+// WZ |x - t|, only in a row with an underflowed key), and M (W over the bracket).
 struct KnotSums {
-  double F0, F1, G0, G1, M;
+  double F0, F1, G0, G1, Z0, Z1, M;
 };
-// The element's bounds in true units, L >= sum e_j |v_j - o| and Q >= sum e_j^2 (v_j - o)^2 (budget_sums.h
-// row_bounds takes them), from its sums, o (stored units), the tile's knots of its column at the linear scale rc
-// and the squares' (rc kKnotSquareScale), and V's descale; certified: the knots may be taken (knots_certified),
-// and o lies between both pairs. The scales are powers of two, so the way back is exact.
+// The element's bounds in true units, L >= sum e_j |v_j - o|, Q >= sum e_j^2 (v_j - o)^2 and Z >= sum z_j |v_j - o|
+// (budget_sums.h row_bounds takes them), from its sums, o (stored units), the tile's knots of its column at the
+// linear scale rc and the squares' (rc kKnotSquareScale), and V's descale; certified: the knots may be taken
+// (knots_certified), and o lies between both pairs. Z needs no certificate of its own: it is an underflow
+// threshold's size beside the rest. The scales are powers of two, so the way back is exact.
 struct KnotBounds {
-  double L, Q;
+  double L, Q, Z;
   bool certified;
 };
 FC_HOST_DEVICE inline KnotBounds knot_bounds(const KnotSums& s, const KnotRow& r, double o, const KnotPair& k,
                                              const KnotPair& k2, double rc, double vd) {
   const double rs = rc * kKnotSquareScale;
   const KnotPosition at = knot_position(o * rc, k), at2 = knot_position(o * rs, k2);
-  if (!at.ok || !at2.ok) return {0, 0, false};
+  if (!at.ok || !at2.ok) return {0, 0, 0, false};
   const double linear = knot_interpolate(knot_linear_up(s.F0, r.w_up), knot_linear_up(s.F1, r.w_up), at);
   const double excess = knot_excess(s.M * knot_chain_up(), at, r.w_up);
   const KnotSquares sq = knot_squares(knot_square_up(s.G0, r.w3_up), knot_square_up(s.G1, r.w3_up), r.w3_low, at2);
+  const double zeta = knot_interpolate(knot_linear_up(s.Z0, r.wz_up), knot_linear_up(s.Z1, r.wz_up), at);
   return {linear / (r.sc * rc) * std::fabs(vd), sq.bound / (r.sc3 * rs * rs) * (vd * vd),
-          knots_certified(linear, excess, sq)};
+          zeta / (r.scz * rc) * std::fabs(vd), knots_certified(linear, excess, sq)};
 }
 
 }  // namespace fc::budget

@@ -153,6 +153,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
     throw std::invalid_argument("error_budget: the reference has no bound of A per row");
   B.scale_a = ref.abs_scale;  // the reference's, computed beside O
   B.scale_d.assign(p.o_size(), 0.0);
+  B.from_knots.assign(terms.knot_sums ? p.o_size() : 0, 0);
 
   std::vector<int64_t> keys;
   std::vector<double> kop, qop, qs, ks, vcol, vs_col, key_vabs, vdiff, z, R, op_err, E, eta, zeta, zeta_l, whi;
@@ -172,8 +173,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   // operands |x - t| and (x - t)^2 at each knot and the bracket's indicator ([column][key]); per row the
   // weights and, per column, the two sums' bounds where the knots are certified.
   const bool knot_form = !terms.per_key_eta && terms.knot_sums && !o.l_from_fp32_p && !op_term;
-  std::vector<double> knot_rc, knot_x, knot_x2, knot_w, knot_w3, knot_L, knot_Q;
-  std::vector<char> knot_col_ok, knot_use, knot_br;
+  std::vector<double> knot_rc, knot_x, knot_x2, knot_w, knot_w3, knot_wz, knot_L, knot_Q, knot_Z;
+  std::vector<char> knot_col_ok, knot_use, knot_br, knot_small_col;
   std::vector<KnotPair> knot_k, knot_k2;
   std::vector<float> knot_d0, knot_d1, knot_q0, knot_q1;
 
@@ -213,6 +214,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
       if (knot_form) {
         knot_rc.assign(size_t(p.dv), 1.0);
         knot_col_ok.assign(size_t(p.dv), 1);
+        knot_small_col.assign(size_t(p.dv), 0);
         knot_x.resize(vs_col.size());
         knot_x2.resize(vs_col.size());
         for (int c = 0; c < p.dv; ++c) {
@@ -222,6 +224,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             const double v = vs_col[size_t(c) * p.n_k + j];
             finite = finite && std::isfinite(v);
             vmax_c = std::max(vmax_c, std::fabs(v));
+            if (tc && v != 0 && std::fabs(v) < mn_op) knot_small_col[size_t(c)] = 1;
           }
           const double rc = fp16_scale(2 * vmax_c), rs = rc * kKnotSquareScale;
           knot_rc[size_t(c)] = rc;
@@ -493,29 +496,38 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // §3.18 The knot form: each column's two sums from the tile's knots, where certified (knot_use).
         knot_use.assign(knot_form ? size_t(p.dv) : 0, 0);
         if (knot_form && row_form && n > 0) {
-          double emax = 0;
-          for (size_t x = 0; x < n; ++x) emax = std::max(emax, double(rw[x].e));
-          const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), nd = double(n);
+          double emax = 0, zmax_w = 0;
+          for (size_t x = 0; x < n; ++x) {
+            emax = std::max(emax, double(rw[x].e));
+            zmax_w = std::max(zmax_w, double(rw[x].z));
+          }
+          const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), scz = fp16_scale(zmax_w), nd = double(n);
           knot_w.resize(n);
           knot_w3.resize(n);
-          double w_sum = 0, w3_sum = 0;
+          knot_wz.resize(n);
+          double w_sum = 0, w3_sum = 0, wz_sum = 0;
           for (size_t x = 0; x < n; ++x) {
             const double e = rw[x].e;
             knot_w[x] = knot_weight(e, sc);
             knot_w3[x] = knot_weight(e * e, sc3);  // e * e is exact in double
+            knot_wz[x] = knot_weight(rw[x].z, scz);
             w_sum += knot_w[x];
             w3_sum += knot_w3[x];
+            wz_sum += knot_wz[x];
           }
-          const KnotRow kr{sc, sc3, double_sum_up(w_sum, nd), double_sum_up(w3_sum, nd), double_sum_low(w3_sum, nd)};
+          const bool any_zeta = zmax_w > 0;  // only then the products of WZ
+          const KnotRow kr{sc, sc3, scz, double_sum_up(w_sum, nd), double_sum_up(w3_sum, nd), double_sum_up(wz_sum, nd),
+                           double_sum_low(w3_sum, nd)};
           knot_L.assign(size_t(p.dv), 0.0);
           knot_Q.assign(size_t(p.dv), 0.0);
+          knot_Z.assign(size_t(p.dv), 0.0);
           for (int c = 0; c < p.dv; ++c) {
             const double O = ref.out.o[o0 + c];
             if (!knot_k[size_t(c)].ok || !std::isfinite(O)) continue;
             // The products' sums, in double (within 2^-53 per addition of non-negative terms, which the chain's
             // factor in knot_linear_up and knot_square_up covers).
             const size_t base = size_t(c) * size_t(p.n_k);
-            KnotSums ks{0, 0, 0, 0, 0};
+            KnotSums ks{0, 0, 0, 0, 0, 0, 0};
             for (size_t x = 0; x < n; ++x) {
               const size_t ck = base + size_t(keys[x]);
               const double w = knot_w[x], w3 = knot_w3[x];
@@ -525,11 +537,17 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
               ks.G0 += w3 * knot_q0[ck];
               ks.G1 += w3 * knot_q1[ck];
             }
+            for (size_t x = 0; any_zeta && x < n; ++x) {
+              const size_t ck = base + size_t(keys[x]);
+              ks.Z0 += knot_wz[x] * knot_d0[ck];
+              ks.Z1 += knot_wz[x] * knot_d1[ck];
+            }
             const KnotBounds kb = knot_bounds(ks, kr, centred_at(O, vd).o, knot_k[size_t(c)], knot_k2[size_t(c)],
                                               knot_rc[size_t(c)], vd);
             if (!kb.certified) continue;
             knot_L[size_t(c)] = kb.L;
             knot_Q[size_t(c)] = kb.Q;
+            knot_Z[size_t(c)] = kb.Z;
             knot_use[size_t(c)] = 1;
           }
         }
@@ -552,15 +570,22 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         struct ColumnCounts {
           int nz_keys = 0, nz_blocks = 0, nz_max_tile_blocks = 0;
         };
+        // The row's counts (every visible key counts): those of a column without a V of 0, and at or above any
+        // column's (pv_accumulation rises with each count).
+        ColumnCounts plain_counts;
+        // §3.18 With the knots no element needs a walk over its column's keys but for its sums: every element of
+        // the row takes the row's counts and an alignment excess bounded from the row (below), so that the
+        // elements the knots do not certify need only their three chains.
+        double knot_x_sub = 0, knot_x_small = 0;
         // Column c's sums as bounds, in either form.
         auto bounds_of = [&](int c, const auto& sums) FC_INLINE {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi], oe = ref.o_error_bound[oi], shift = centred_at(O, vd).shift;
           if constexpr (std::is_same_v<std::decay_t<decltype(sums)>, RowColumnSum>) {
-            if (knot_form && knot_use[size_t(c)]) {  // the knots' L and Q, the chain's Z (rare keys, §3.7)
-              ++B.knot_elements;
-              return row_bounds(knot_L[size_t(c)], knot_Q[size_t(c)], f32_sum_bound(sums.sz, double(n), std::fabs(vd)),
-                                oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
+            if (knot_form && knot_use[size_t(c)]) {  // the three sums from the knots
+              B.from_knots[o0 + c] = 1;
+              return row_bounds(knot_L[size_t(c)], knot_Q[size_t(c)], knot_Z[size_t(c)], oe, shift, sum_err_c,
+                                sum_err_c_det, sum_ep2, rf);
             }
             return row_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
           }
@@ -569,11 +594,15 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
                                      op_term);
         };
         auto finish_column = [&](int c, const ColumnSumBounds& sb, double D, double excess,
-                                 const ColumnCounts& cn) FC_INLINE {
+                                 ColumnCounts cn) FC_INLINE {
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi];
           const double oe = ref.o_error_bound[oi];
           B.scale_d[oi] = D / sumE;
+          if (knot_form && row_form) {
+            excess = std::max(knot_x_sub, knot_small_col[size_t(c)] ? knot_x_small : 0.0);
+            cn = plain_counts;
+          }
           const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
           const double Tc = sb.num / den, Tp = sb.tp / den, Wn = w_bound(w_mult, a_plus, zeta_vmax) / den,
                        Vop = sb.vop / den;
@@ -647,7 +676,6 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // once, from V by key: the same operations per column in the same key order as walk_column (the same
         // bits), with the group's chains side by side in vector registers. Their counts are the row's (every
         // key counts), and only keys with a subnormal P~ add to the excess.
-        ColumnCounts plain_counts;
         {
           int tile_blocks = 0, last_tile = -1;
           int64_t last_blk = -1;
@@ -657,6 +685,12 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         if (tc)
           for (size_t x = 0; x < n; ++x)
             if (p_sub[x]) sub_keys.push_back(x);
+        // The knots' excess bound: a key with a subnormal P~ at its largest |V| (alignment_magnitude rises with
+        // |V|), and in a column with a nonzero V below the operands' normal range, any key at that range's bound.
+        if (knot_form && row_form && tc) {
+          for (size_t x : sub_keys) knot_x_sub = std::max(knot_x_sub, excess_of(x, key_vabs[size_t(keys[x])] / std::fabs(vd)));
+          for (size_t x = 0; x < n; ++x) knot_x_small = std::max(knot_x_small, excess_of(x, mn_op));
+        }
         auto walk_group = [&](int c0) FC_INLINE {
           constexpr int G = kColumnGroup;
           // The chains' partials as arrays, one lane per column, so that each step is one vector operation.
@@ -755,6 +789,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
       if (std::isnan(x)) x = inf;
   return B;
 }
+
+size_t ErrorBudget::knot_elements() const { return size_t(std::count(from_knots.begin(), from_knots.end(), 1)); }
 
 verdict::OutputFormat output_format(Format output) {
   const FormatSpec& s = spec(output);

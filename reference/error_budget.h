@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ struct BudgetTerms {
   bool per_key_eta = true;
   // With the row form: the centred sums of each tile of 16 rows through knots (budget_knots.h, §3.18), as fp16
   // matrix products would make them, where V's stored values are exact in fp16 after a power-of-two scale
-  // and the knots' certificate holds; elsewhere the row form's loop. The CPU computes what a GPU copy of the
-  // products would bound (looser by about u16 = 2^-11, the operands' rounding).
+  // and the knots' certificate holds; elsewhere the row form's loop. Every element of such a row takes the
+  // row's counts and an excess bounded from the row, so that none needs a walk over its column's keys but for
+  // its chains. The CPU computes what a GPU copy of the products would bound (looser by about u16 = 2^-11,
+  // the operands' rounding).
   bool knot_sums = false;
 };
 
@@ -53,7 +56,8 @@ struct ErrorBudget {
   std::vector<double> scale_d;                // D_ik = sum_j P_ij |V_jk - O_ik|
   std::vector<double> lse_bound_probabilistic;  // per row
   int tile_n = 0;                             // the Bc the budget was computed for (0: unknown, any Bc)
-  size_t knot_elements = 0;                   // elements whose centred sums came from the knots (knot_sums)
+  std::vector<uint8_t> from_knots;            // per element: its centred sums came from the knots (knot_sums)
+  size_t knot_elements() const;               // how many did
 };
 
 // The per-run constants of the budget (docs/error-analysis.md §3), resolved once from the problem, the

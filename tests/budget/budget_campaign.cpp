@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::pair<double, double>> per_dist;  // max scaled ulps, max err/B
     size_t knot_elements = 0;
     const auto tally = [&](const Case& c, const CaseResult& res) {
-      knot_elements += res.budget.knot_elements;
+      knot_elements += res.budget.knot_elements();
       if (!by_distribution) return;
       auto& m = per_dist[std::string(distribution_name(c.distribution))];
       m.first = std::max(m.first, res.verdict.max_scaled_ulps);
