@@ -15,7 +15,7 @@
 // scaled per row by a power of two into [2^14, 2^15) and rounded up, V scaled per column by a power of two
 // (2 max |V| into [2^14, 2^15)), |v - t| and (v - t)^2 rounded to nearest in fp16 arithmetic, as a kernel makes
 // them. The bounds below cover those roundings and the products' fp32 accumulation, so they hold for any sum
-// of the products at or above the tensor cores' chains: the CPU budget adds them in double (error_budget.cpp),
+// of the products at or above the tensor cores' chains: the CPU budget adds them in double (budget_knot_walk.cpp),
 // a GPU copy would read its chains. The interpolation is taken only where its certified excess is within
 // kKnotTolerance of it (and the squares' correction at most half their interpolation); elsewhere the element
 // keeps the row form's loop (budget_sums.h RowColumnSum).

@@ -23,7 +23,7 @@
 #include <type_traits>
 
 #include "reference/abs_scale_bound.h"
-#include "reference/budget_knots.h"
+#include "reference/budget_knot_walk.h"
 #include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/element_verdict.h"
@@ -168,15 +168,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   std::vector<char> plain_column;    // per column of the head: no V of 0, none below the operands' normal range
   std::vector<size_t> sub_keys;      // the row's keys whose P~ may be subnormal (tensor cores)
   const double lambda = kProbabilisticLambda;
-  // The knot form (terms.knot_sums, budget_knots.h): per column of the head its scale and whether every V is
-  // within delta of its fp16 value at both scales, the fp16 values; per tile of kKnotRows rows the knots and the
-  // operands |x - t| and (x - t)^2 at each knot and the bracket's indicator ([column][key]); per row the
-  // weights and, per column, the two sums' bounds where the knots are certified.
+  // The knot form (terms.knot_sums, §3.18): its state per head, tile of kKnotRows rows and row.
   const bool knot_form = !terms.per_key_eta && terms.knot_sums && !o.l_from_fp32_p && !op_term;
-  std::vector<double> knot_rc, knot_x, knot_x2, knot_w, knot_w3, knot_wz, knot_L, knot_Q, knot_Z;
-  std::vector<char> knot_col_ok, knot_use, knot_br, knot_small_col;
-  std::vector<KnotPair> knot_k, knot_k2;
-  std::vector<float> knot_d0, knot_d1, knot_q0, knot_q1;
+  KnotWalk knots;
+  std::vector<double> knot_lo, knot_hi, knot_o;
 
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h) {
@@ -211,33 +206,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           if (vcol[ck] == 0 || (tc && std::fabs(vs_col[ck]) < mn_op)) plain_column[size_t(c)] = 0;
         }
       int64_t knot_tile = -1;
-      if (knot_form) {
-        knot_rc.assign(size_t(p.dv), 1.0);
-        knot_col_ok.assign(size_t(p.dv), 1);
-        knot_small_col.assign(size_t(p.dv), 0);
-        knot_x.resize(vs_col.size());
-        knot_x2.resize(vs_col.size());
-        for (int c = 0; c < p.dv; ++c) {
-          double vmax_c = 0;
-          bool finite = true;
-          for (int64_t j = 0; j < p.n_k; ++j) {
-            const double v = vs_col[size_t(c) * p.n_k + j];
-            finite = finite && std::isfinite(v);
-            vmax_c = std::max(vmax_c, std::fabs(v));
-            if (tc && v != 0 && std::fabs(v) < mn_op) knot_small_col[size_t(c)] = 1;
-          }
-          const double rc = fp16_scale(2 * vmax_c), rs = rc * kKnotSquareScale;
-          knot_rc[size_t(c)] = rc;
-          bool ok = finite;
-          for (int64_t j = 0; ok && j < p.n_k; ++j) {
-            const size_t ck = size_t(c) * p.n_k + j;
-            ok = knot_value_exact(vs_col[ck], rc) && knot_value_exact(vs_col[ck], rs);
-            knot_x[ck] = knot_value(vs_col[ck], rc);
-            knot_x2[ck] = knot_value(vs_col[ck], rs);
-          }
-          knot_col_ok[size_t(c)] = ok;
-        }
-      }
+      if (knot_form) knots.head(vs_col, p.n_k, p.dv, tc ? mn_op : 0.0);
       if (op_round) {  // the tf32 operands, rounded once per head
         kop.resize(size_t(p.n_k) * p.d);
         for (size_t x = 0; x < kop.size(); ++x) kop[x] = opr(ks[x]);
@@ -255,40 +224,22 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         const double ref_lse = ref.out.lse[li];
         if (std::isnan(ref_lse) || ref_lse == -inf) continue;  // NaN rows / rows with no visible key: exact
         if (knot_form && i / kKnotRows != knot_tile) {
-          // The tile's knots per column: its rows' smallest and largest o (those with a bound to make), rounded
-          // outward; then the operands of every key at both knots.
+          // The tile's knots per column: its rows' smallest and largest o (of those with a bound to make).
           knot_tile = i / kKnotRows;
-          const int64_t r1 = std::min<int64_t>((knot_tile + 1) * kKnotRows, p.n_q);
-          knot_k.assign(size_t(p.dv), KnotPair{0, 0, false});
-          knot_k2 = knot_k;
-          const size_t nk = size_t(p.n_k);
-          knot_d0.assign(size_t(p.dv) * nk, 0.0f);
-          knot_d1 = knot_q0 = knot_q1 = knot_d0;
-          knot_br.assign(knot_d0.size(), 0);
-          for (int c = 0; c < p.dv; ++c) {
-            if (!knot_col_ok[size_t(c)]) continue;
-            double lo = inf, hi = -inf;
-            for (int64_t r = knot_tile * kKnotRows; r < r1; ++r) {
-              const double lse_r = ref.out.lse[p.lse_index(b, h, r)], O = ref.out.o[p.o_index(b, h, r, c)];
-              if (std::isnan(lse_r) || lse_r == -inf || !std::isfinite(O)) continue;
+          knot_lo.assign(size_t(p.dv), inf);
+          knot_hi.assign(size_t(p.dv), -inf);
+          for (int64_t r = knot_tile * kKnotRows; r < std::min<int64_t>((knot_tile + 1) * kKnotRows, p.n_q); ++r) {
+            const double lse_r = ref.out.lse[p.lse_index(b, h, r)];
+            if (std::isnan(lse_r) || lse_r == -inf) continue;
+            for (int c = 0; c < p.dv; ++c) {
+              const double O = ref.out.o[p.o_index(b, h, r, c)];
+              if (!std::isfinite(O)) continue;
               const double of = centred_at(O, vd).o;
-              lo = std::min(lo, of);
-              hi = std::max(hi, of);
-            }
-            const double rc = knot_rc[size_t(c)], rs = rc * kKnotSquareScale;
-            const KnotPair kp = knot_pair(lo, hi, rc), kp2 = knot_pair(lo, hi, rs);
-            if (!kp.ok || !kp2.ok) continue;
-            knot_k[size_t(c)] = kp;
-            knot_k2[size_t(c)] = kp2;
-            for (size_t j = 0; j < nk; ++j) {
-              const size_t ck = size_t(c) * nk + j;
-              knot_d0[ck] = float(knot_distance(knot_x[ck], kp.t0));
-              knot_d1[ck] = float(knot_distance(knot_x[ck], kp.t1));
-              knot_br[ck] = in_bracket(knot_x[ck], kp);
-              knot_q0[ck] = float(knot_square(knot_x2[ck], kp2.t0));
-              knot_q1[ck] = float(knot_square(knot_x2[ck], kp2.t1));
+              knot_lo[size_t(c)] = std::min(knot_lo[size_t(c)], of);
+              knot_hi[size_t(c)] = std::max(knot_hi[size_t(c)], of);
             }
           }
+          knots.tile(knot_lo, knot_hi);
         }
         keys.clear();
         z.clear();
@@ -493,63 +444,14 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         }
         const double w_mult = w_multiplier(eta_w, uP, sumE);
 
-        // §3.18 The knot form: each column's two sums from the tile's knots, where certified (knot_use).
-        knot_use.assign(knot_form ? size_t(p.dv) : 0, 0);
-        if (knot_form && row_form && n > 0) {
-          double emax = 0, zmax_w = 0;
-          for (size_t x = 0; x < n; ++x) {
-            emax = std::max(emax, double(rw[x].e));
-            zmax_w = std::max(zmax_w, double(rw[x].z));
-          }
-          const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), scz = fp16_scale(zmax_w), nd = double(n);
-          knot_w.resize(n);
-          knot_w3.resize(n);
-          knot_wz.resize(n);
-          double w_sum = 0, w3_sum = 0, wz_sum = 0;
-          for (size_t x = 0; x < n; ++x) {
-            const double e = rw[x].e;
-            knot_w[x] = knot_weight(e, sc);
-            knot_w3[x] = knot_weight(e * e, sc3);  // e * e is exact in double
-            knot_wz[x] = knot_weight(rw[x].z, scz);
-            w_sum += knot_w[x];
-            w3_sum += knot_w3[x];
-            wz_sum += knot_wz[x];
-          }
-          const bool any_zeta = zmax_w > 0;  // only then the products of WZ
-          const KnotRow kr{sc, sc3, scz, double_sum_up(w_sum, nd), double_sum_up(w3_sum, nd), double_sum_up(wz_sum, nd),
-                           double_sum_low(w3_sum, nd)};
-          knot_L.assign(size_t(p.dv), 0.0);
-          knot_Q.assign(size_t(p.dv), 0.0);
-          knot_Z.assign(size_t(p.dv), 0.0);
+        // §3.18 The knot form: each column's sums from the tile's knots (used where certified).
+        if (knot_form && row_form) {
+          knot_o.resize(size_t(p.dv));
           for (int c = 0; c < p.dv; ++c) {
             const double O = ref.out.o[o0 + c];
-            if (!knot_k[size_t(c)].ok || !std::isfinite(O)) continue;
-            // The products' sums, in double (within 2^-53 per addition of non-negative terms, which the chain's
-            // factor in knot_linear_up and knot_square_up covers).
-            const size_t base = size_t(c) * size_t(p.n_k);
-            KnotSums ks{0, 0, 0, 0, 0, 0, 0};
-            for (size_t x = 0; x < n; ++x) {
-              const size_t ck = base + size_t(keys[x]);
-              const double w = knot_w[x], w3 = knot_w3[x];
-              ks.F0 += w * knot_d0[ck];
-              ks.F1 += w * knot_d1[ck];
-              if (knot_br[ck]) ks.M += w;
-              ks.G0 += w3 * knot_q0[ck];
-              ks.G1 += w3 * knot_q1[ck];
-            }
-            for (size_t x = 0; any_zeta && x < n; ++x) {
-              const size_t ck = base + size_t(keys[x]);
-              ks.Z0 += knot_wz[x] * knot_d0[ck];
-              ks.Z1 += knot_wz[x] * knot_d1[ck];
-            }
-            const KnotBounds kb = knot_bounds(ks, kr, centred_at(O, vd).o, knot_k[size_t(c)], knot_k2[size_t(c)],
-                                              knot_rc[size_t(c)], vd);
-            if (!kb.certified) continue;
-            knot_L[size_t(c)] = kb.L;
-            knot_Q[size_t(c)] = kb.Q;
-            knot_Z[size_t(c)] = kb.Z;
-            knot_use[size_t(c)] = 1;
+            knot_o[size_t(c)] = std::isfinite(O) ? double(centred_at(O, vd).o) : NAN;
           }
+          knots.row(keys, rw, n, knot_o, vd);
         }
         // [M] l on the tensor cores (the 16-bit CUDA kernels): l <- MMA(P~, ones, C = l) per b-key block,
         // one chain like a's with every V = 1, and the same alignment excess for a subnormal P~. The budget
@@ -582,10 +484,10 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const size_t oi = o0 + c;
           const double O = ref.out.o[oi], oe = ref.o_error_bound[oi], shift = centred_at(O, vd).shift;
           if constexpr (std::is_same_v<std::decay_t<decltype(sums)>, RowColumnSum>) {
-            if (knot_form && knot_use[size_t(c)]) {  // the three sums from the knots
+            if (knot_form && knots.at(c).certified) {  // the three sums from the knots
               B.from_knots[o0 + c] = 1;
-              return row_bounds(knot_L[size_t(c)], knot_Q[size_t(c)], knot_Z[size_t(c)], oe, shift, sum_err_c,
-                                sum_err_c_det, sum_ep2, rf);
+              const KnotBounds& kb = knots.at(c);
+              return row_bounds(kb.L, kb.Q, kb.Z, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
             }
             return row_sum_bounds(sums, double(n), vd, oe, shift, sum_err_c, sum_err_c_det, sum_ep2, rf);
           }
@@ -600,7 +502,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double oe = ref.o_error_bound[oi];
           B.scale_d[oi] = D / sumE;
           if (knot_form && row_form) {
-            excess = std::max(knot_x_sub, knot_small_col[size_t(c)] ? knot_x_small : 0.0);
+            excess = std::max(knot_x_sub, knots.small_column(c) ? knot_x_small : 0.0);
             cn = plain_counts;
           }
           const double a_plus = abs_scale_upper(ref.abs_scale_factor[li], ref.abs_scale[oi], ref.abs_scale_floor[li]);
@@ -688,7 +590,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         // The knots' excess bound: a key with a subnormal P~ at its largest |V| (alignment_magnitude rises with
         // |V|), and in a column with a nonzero V below the operands' normal range, any key at that range's bound.
         if (knot_form && row_form && tc) {
-          for (size_t x : sub_keys) knot_x_sub = std::max(knot_x_sub, excess_of(x, key_vabs[size_t(keys[x])] / std::fabs(vd)));
+          for (size_t x : sub_keys)
+            knot_x_sub = std::max(knot_x_sub, excess_of(x, key_vabs[size_t(keys[x])] / std::fabs(vd)));
           for (size_t x = 0; x < n; ++x) knot_x_small = std::max(knot_x_small, excess_of(x, mn_op));
         }
         auto walk_group = [&](int c0) FC_INLINE {

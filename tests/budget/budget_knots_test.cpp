@@ -223,8 +223,8 @@ TEST(KnotSums, ExtrapolationFallsShortAndIsRefused) {
   EXPECT_LT(knot_interpolate(F0, F1, beyond), std::fabs(0.3 - o));
   const KnotPair k{0.0, 0.5, true};
   EXPECT_FALSE(knot_position(o, k).ok);
-  const KnotRow r{1, 1, 1, 1, 1};
-  EXPECT_FALSE(knot_bounds(KnotSums{F0, F1, 0, 0, 0}, r, o, k, k, 1.0, 1.0).certified);
+  const KnotRow r{1, 1, 1, 1, 1, 0, 1};
+  EXPECT_FALSE(knot_bounds(KnotSums{F0, F1, 0, 0, 0, 0, 0}, r, o, k, k, 1.0, 1.0).certified);
 }
 
 // |v - t| rounded to nearest in fp16 can fall below the exact distance by more than the chains' factor covers:

@@ -256,7 +256,9 @@ int main(int argc, char** argv) {
         }
       std::sort(q.begin(), q.end());
       std::sort(qp.begin(), qp.end());
-      const auto at = [](const std::vector<double>& v, double f) { return v.empty() ? 1.0 : v[size_t(f * double(v.size() - 1))]; };
+      const auto at = [](const std::vector<double>& v, double f) {
+        return v.empty() ? 1.0 : v[size_t(f * double(v.size() - 1))];
+      };
       std::printf("| %s | %s | %.1f %% | %.5f, %.5f, %.5f | %.5f, %.5f | %.7f | %.4f / %.4f |\n",
                   std::string(recipe_spec(r).name).c_str(), name.c_str(),
                   100.0 * double(b.knot_elements()) / double(b.o_bound.size()), at(q, 0.5), at(q, 0.99), at(q, 1.0),

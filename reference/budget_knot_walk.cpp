@@ -1,0 +1,106 @@
+#include "reference/budget_knot_walk.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fc::budget {
+
+void KnotWalk::head(const std::vector<double>& vs_col, int64_t n_k, int dv, double small_below) {
+  n_k_ = n_k, dv_ = dv;
+  rc_.assign(size_t(dv), 1.0);
+  ok_.assign(size_t(dv), 0);
+  small_.assign(size_t(dv), 0);
+  x_.resize(vs_col.size());
+  x2_.resize(vs_col.size());
+  for (int c = 0; c < dv; ++c) {
+    const double* v = &vs_col[size_t(c) * size_t(n_k)];
+    double vmax = 0;
+    bool ok = true;
+    for (int64_t j = 0; j < n_k; ++j) {
+      ok = ok && std::isfinite(v[j]);
+      vmax = std::max(vmax, std::fabs(v[j]));
+      if (v[j] != 0 && std::fabs(v[j]) < small_below) small_[size_t(c)] = 1;
+    }
+    const double rc = fp16_scale(2 * vmax), rs = rc * kKnotSquareScale;
+    rc_[size_t(c)] = rc;
+    for (int64_t j = 0; ok && j < n_k; ++j) {
+      const size_t ck = size_t(c) * size_t(n_k) + size_t(j);
+      ok = knot_value_exact(v[j], rc) && knot_value_exact(v[j], rs);
+      x_[ck] = knot_value(v[j], rc);
+      x2_[ck] = knot_value(v[j], rs);
+    }
+    ok_[size_t(c)] = ok;
+  }
+}
+
+void KnotWalk::tile(const std::vector<double>& lo, const std::vector<double>& hi) {
+  const size_t nk = size_t(n_k_);
+  k_.assign(size_t(dv_), KnotPair{0, 0, false});
+  k2_ = k_;
+  d0_.assign(size_t(dv_) * nk, 0.0f);
+  d1_ = q0_ = q1_ = d0_;
+  bracket_.assign(d0_.size(), 0);
+  for (int c = 0; c < dv_; ++c) {
+    if (!ok_[size_t(c)]) continue;
+    const double rc = rc_[size_t(c)], rs = rc * kKnotSquareScale;
+    const KnotPair kp = knot_pair(lo[size_t(c)], hi[size_t(c)], rc), kp2 = knot_pair(lo[size_t(c)], hi[size_t(c)], rs);
+    if (!kp.ok || !kp2.ok) continue;
+    k_[size_t(c)] = kp;
+    k2_[size_t(c)] = kp2;
+    for (size_t j = 0; j < nk; ++j) {
+      const size_t ck = size_t(c) * nk + j;
+      d0_[ck] = float(knot_distance(x_[ck], kp.t0));
+      d1_[ck] = float(knot_distance(x_[ck], kp.t1));
+      bracket_[ck] = in_bracket(x_[ck], kp);
+      q0_[ck] = float(knot_square(x2_[ck], kp2.t0));
+      q1_[ck] = float(knot_square(x2_[ck], kp2.t1));
+    }
+  }
+}
+
+void KnotWalk::row(const std::vector<int64_t>& keys, const std::vector<RowWeights>& rw, size_t n,
+                   const std::vector<double>& o, double vd) {
+  bounds_.assign(size_t(dv_), KnotBounds{0, 0, 0, false});
+  if (n == 0) return;
+  // The fp16 weights: e scaled so that the row's largest lies in [2^14, 2^15), rounded up; e^2 (exact in
+  // double) likewise; the underflowed keys' z (0 for the others) likewise.
+  double emax = 0, zmax = 0;
+  for (size_t x = 0; x < n; ++x) {
+    emax = std::max(emax, double(rw[x].e));
+    zmax = std::max(zmax, double(rw[x].z));
+  }
+  const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), scz = fp16_scale(zmax), nd = double(n);
+  w_.resize(n), w3_.resize(n), wz_.resize(n);
+  double w_sum = 0, w3_sum = 0, wz_sum = 0;
+  for (size_t x = 0; x < n; ++x) {
+    const double e = rw[x].e;
+    w_sum += w_[x] = knot_weight(e, sc);
+    w3_sum += w3_[x] = knot_weight(e * e, sc3);
+    wz_sum += wz_[x] = knot_weight(rw[x].z, scz);
+  }
+  const KnotRow kr{sc, sc3, scz, double_sum_up(w_sum, nd), double_sum_up(w3_sum, nd), double_sum_up(wz_sum, nd),
+                   double_sum_low(w3_sum, nd)};
+  for (int c = 0; c < dv_; ++c) {
+    if (!k_[size_t(c)].ok || std::isnan(o[size_t(c)])) continue;
+    // The products' sums in double: within 2^-53 per addition of non-negative terms, which the chains' factor
+    // in knot_linear_up and knot_square_up covers. The z products only in a row that has an underflowed key.
+    const size_t base = size_t(c) * size_t(n_k_);
+    KnotSums s{0, 0, 0, 0, 0, 0, 0};
+    for (size_t x = 0; x < n; ++x) {
+      const size_t ck = base + size_t(keys[x]);
+      s.F0 += w_[x] * d0_[ck];
+      s.F1 += w_[x] * d1_[ck];
+      if (bracket_[ck]) s.M += w_[x];
+      s.G0 += w3_[x] * q0_[ck];
+      s.G1 += w3_[x] * q1_[ck];
+    }
+    for (size_t x = 0; zmax > 0 && x < n; ++x) {
+      const size_t ck = base + size_t(keys[x]);
+      s.Z0 += wz_[x] * d0_[ck];
+      s.Z1 += wz_[x] * d1_[ck];
+    }
+    bounds_[size_t(c)] = knot_bounds(s, kr, o[size_t(c)], k_[size_t(c)], k2_[size_t(c)], rc_[size_t(c)], vd);
+  }
+}
+
+}  // namespace fc::budget
