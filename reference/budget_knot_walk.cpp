@@ -82,23 +82,24 @@ void KnotWalk::row(const std::vector<int64_t>& keys, const std::vector<RowWeight
                    double_sum_low(w3_sum, nd)};
   for (int c = 0; c < dv_; ++c) {
     if (!k_[size_t(c)].ok || std::isnan(o[size_t(c)])) continue;
-    // The products' sums in double: within 2^-53 per addition of non-negative terms, which the chains' factor
-    // in knot_linear_up and knot_square_up covers. The z products only in a row that has an underflowed key.
+    // The products' chains as the tensor cores make them (KnotChain); the z products only in a row that has an
+    // underflowed key.
     const size_t base = size_t(c) * size_t(n_k_);
-    KnotSums s{0, 0, 0, 0, 0, 0, 0};
+    KnotChain F0, F1, M, G0, G1, Z0, Z1;
     for (size_t x = 0; x < n; ++x) {
-      const size_t ck = base + size_t(keys[x]);
-      s.F0 += w_[x] * d0_[ck];
-      s.F1 += w_[x] * d1_[ck];
-      if (bracket_[ck]) s.M += w_[x];
-      s.G0 += w3_[x] * q0_[ck];
-      s.G1 += w3_[x] * q1_[ck];
+      const int64_t j = keys[x];
+      const size_t ck = base + size_t(j);
+      F0.add(j, w_[x], d0_[ck]);
+      F1.add(j, w_[x], d1_[ck]);
+      M.add(j, w_[x], bracket_[ck] ? 1.0 : 0.0);
+      G0.add(j, w3_[x], q0_[ck]);
+      G1.add(j, w3_[x], q1_[ck]);
+      if (zmax > 0) {
+        Z0.add(j, wz_[x], d0_[ck]);
+        Z1.add(j, wz_[x], d1_[ck]);
+      }
     }
-    for (size_t x = 0; zmax > 0 && x < n; ++x) {
-      const size_t ck = base + size_t(keys[x]);
-      s.Z0 += wz_[x] * d0_[ck];
-      s.Z1 += wz_[x] * d1_[ck];
-    }
+    const KnotSums s{F0.total(), F1.total(), G0.total(), G1.total(), Z0.total(), Z1.total(), M.total()};
     bounds_[size_t(c)] = knot_bounds(s, kr, o[size_t(c)], k_[size_t(c)], k2_[size_t(c)], rc_[size_t(c)], vd);
   }
 }

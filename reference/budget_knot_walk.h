@@ -8,8 +8,48 @@
 
 #include "reference/budget_knots.h"
 #include "reference/budget_sums.h"
+#include "reference/tensor_core_model.h"
 
 namespace fc::budget {
+
+// One product sum as the fp16 tensor cores chain it (docs/error-analysis.md §3.2's block-FMA model, which
+// reproduces mma.sync m16n8k16 on fp16 bit for bit on the H200): the products of each aligned group of 16 keys
+// in one block step, a chain from zero per split of kKnotChainKeys keys, the chains added in double in split
+// order. Keys come in ascending order; a zero product moves neither the alignment nor the sum, so the keys a
+// row does not see are left out.
+class KnotChain {
+ public:
+  void add(int64_t j, double a, double b) {
+    if (a == 0 || b == 0) return;
+    if (j / 16 != step_) {
+      flush_step();
+      if (j / kKnotChainKeys != split_) {
+        sum_ += double(c_);
+        c_ = 0;
+        split_ = j / kKnotChainKeys;
+      }
+      step_ = j / 16;
+    }
+    t_[n_] = a * b;  // exact: two fp16 numbers
+    align_[n_++] = product_alignment(model_, a, b, 0x1p-14, 0x1p-14);
+  }
+  double total() {
+    flush_step();
+    return sum_ + double(c_);
+  }
+
+ private:
+  void flush_step() {
+    if (n_) c_ = block_fma_step(c_, t_, n_, model_.F, align_);
+    n_ = 0;
+  }
+  BlockFmaModel model_ = tensor_core_model(Recipe::fp16);
+  double t_[16], align_[16];
+  int n_ = 0;
+  int64_t step_ = -1, split_ = -1;
+  float c_ = 0;
+  double sum_ = 0;
+};
 
 class KnotWalk {
  public:

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/emulated_kernel.h"
 #include "properties/distributions.h"
+#include "reference/budget_knot_walk.h"
 #include "reference/budget_knots.h"
 #include "reference/error_budget.h"
 #include "reference/multiprecision.h"
@@ -152,18 +153,20 @@ std::vector<RowResult> run_tile(const Tile& t) {
     }
     const KnotRow kr{sc,  sc3, scz, double_sum_up(ws, nd), double_sum_up(w3s, nd), double_sum_up(wzs, nd),
                      double_sum_low(w3s, nd)};
-    KnotSums s{0, 0, 0, 0, 0, 0, 0};
+    // The products' sums as the tensor cores chain them (KnotChain, as the CPU budget takes them).
+    KnotChain cF0, cF1, cM, cG0, cG1, cZ0, cZ1;
     mp_real L = 0, Q = 0, Z = 0, F0 = 0, F1 = 0, Lw = 0;
     const double o = t.o[i];
     for (size_t j = 0; j < n; ++j) {
       const double x = knot_value(t.v[j], rc), x2 = knot_value(t.v[j], rs);
-      s.F0 += W[j] * knot_distance(x, k.t0);
-      s.F1 += W[j] * knot_distance(x, k.t1);
-      if (in_bracket(x, k)) s.M += W[j];
-      s.G0 += W3[j] * knot_square(x2, k2.t0);
-      s.G1 += W3[j] * knot_square(x2, k2.t1);
-      s.Z0 += WZ[j] * knot_distance(x, k.t0);
-      s.Z1 += WZ[j] * knot_distance(x, k.t1);
+      const int64_t key = int64_t(j);
+      cF0.add(key, W[j], knot_distance(x, k.t0));
+      cF1.add(key, W[j], knot_distance(x, k.t1));
+      cM.add(key, W[j], in_bracket(x, k) ? 1.0 : 0.0);
+      cG0.add(key, W3[j], knot_square(x2, k2.t0));
+      cG1.add(key, W3[j], knot_square(x2, k2.t1));
+      cZ0.add(key, WZ[j], knot_distance(x, k.t0));
+      cZ1.add(key, WZ[j], knot_distance(x, k.t1));
       const mp_real d = abs(mp_real(t.v[j]) - mp_real(o)), xs = mp_real(t.v[j]) * mp_real(rc);
       L += mp_real(e[j]) * d;
       Q += mp_real(e[j]) * mp_real(e[j]) * d * d;
@@ -172,6 +175,7 @@ std::vector<RowResult> run_tile(const Tile& t) {
       F1 += mp_real(W[j]) * abs(xs - mp_real(k.t1));
       Lw += mp_real(W[j]) * abs(xs - mp_real(o) * mp_real(rc));
     }
+    const KnotSums s{cF0.total(), cF1.total(), cG0.total(), cG1.total(), cZ0.total(), cZ1.total(), cM.total()};
     RowResult r;
     r.kb = knot_bounds(s, kr, o, k, k2, rc, t.vd);
     r.L_exact = static_cast<double>(L * abs(mp_real(t.vd)));
@@ -212,6 +216,38 @@ TEST(KnotSums, BoundsCoverTheExactSumsAndTheCertificateItsExcess) {
   EXPECT_GT(certified, rows / 10);
   EXPECT_LT(certified, rows);
   std::printf("%d of %d rows certified; largest L bound / exact - 1 among them: %.3g\n", certified, rows, worst);
+}
+
+// The chains' factor (knot_chain_up) against the tensor cores' model (KnotChain): over random fp16 operands of
+// every magnitude, subnormal ones included, and chains of up to five splits, the chain is at most the exact
+// sum and the chain times the factor at least it. The control: the chain alone falls below the exact sum
+// (the model truncates), so a factor is needed.
+TEST(KnotChain, FactorCoversTheTensorCoresTruncation) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto operand = [&] {  // an fp16 number in [0, 2^15]: sometimes 0, sometimes subnormal
+    const unsigned r = unsigned(rng() % 20);
+    if (r == 0) return 0.0;
+    if (r == 1) return to_fp16(std::ldexp(u(rng), -14 - int(rng() % 10)), Round16::nearest);
+    return to_fp16(std::ldexp(0.5 + 0.5 * u(rng), int(rng() % 30) - 14), Round16::nearest);
+  };
+  int short_chains = 0;
+  for (int c = 0; c < 400; ++c) {
+    const int64_t n = 1 + int64_t(rng() % 5000);
+    KnotChain chain;
+    mp_real exact = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (rng() % 7 == 0) continue;  // keys the row does not see
+      const double a = operand(), b = operand();
+      chain.add(j, a, b);
+      exact += mp_real(a) * mp_real(b);
+    }
+    const double got = chain.total();
+    ASSERT_LE(mp_real(got), exact) << c;
+    ASSERT_GE(mp_real(got) * mp_real(knot_chain_up()), exact) << c;
+    short_chains += mp_real(got) < exact;
+  }
+  EXPECT_GT(short_chains, 200);
 }
 
 // The interpolation is a bound only between the knots: beyond them the secant of the convex sum falls short
