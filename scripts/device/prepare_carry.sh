@@ -11,7 +11,10 @@
 #   .dev/flashcheck/lib/libflashcheck_example_cpu_plugin.so   the example plugin (same_case_test)
 #   .dev/flashcheck/python/flashcheck    the Python package
 # and packs the folder as .dev/flashcheck.tgz, which is what a run carries.
-# Usage: [AB_PLUGIN=path.so] [AB_PLUGINS="NAME=path.so ..."] [AB_BENCH=path/bench_fused_attention] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# Usage: [AB_PLUGIN=path.so] [AB_PLUGINS="NAME=path.so ..."] [AB_BENCH=path/bench_fused_attention] [CARRY_ONLY="name ..."] bash scripts/device/prepare_carry.sh [CPU_BUILD_DIR (default build-plugin)] [CUDA_BUILD_DIR (default build-cuda)]
+# CARRY_ONLY keeps, of the test binaries, benches and plugins above, only those named (file names, e.g.
+# "oracle_agreement_test oracle_scale libflashcheck_cuda_plugin.so"), so that a batch's carry stays under
+# the 64 MiB a run may take; the CLI, its libraries and the Python package always go.
 # (one build with -DFLASHCHECK_CUDA=ON serves as both: the CLI, the tests and the plugins)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,12 +36,15 @@ ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     *) cp -L "$lib" "$dest/lib/" ;;
   esac
 done
+# Whether CARRY_ONLY (if set) names file f.
+wanted() { [ -z "${CARRY_ONLY:-}" ] || [[ " $CARRY_ONLY " == *" $(basename "$1") "* ]]; }
 # Our kernels as plugins (v1 and v2; naive for its regression test), the GPU test binaries and the C++ bench,
 # when built; AB_PLUGIN=PATH adds a second build of the fused plugin as lib/ab/ (bench/sdpa_compare.py --ab),
 # and AB_PLUGINS="NAME=PATH ..." any number of builds as lib/ab/NAME.so (e.g. variants of v2 for V2_AB).
 for f in kernels/cuda/libflashcheck_cuda_plugin.so kernels/cuda/libflashcheck_cuda_naive_plugin.so \
          kernels/cuda/libflashcheck_cuda_v2_plugin.so \
          kernels/plugin/libflashcheck_example_cpu_plugin.so; do
+  wanted "$f" || continue
   if [ -f "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/lib/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests/properties/property_cuda_v2_test \
@@ -46,6 +52,7 @@ for f in tests/gpu/test_cuda_attention tests/properties/property_cuda_test tests
          tests/cli/same_case_test tests/cli/cli_usage_test tests/gpu/oracle_agreement_test tests/gpu/large_shape_test tests/gpu/test_cuda_attention_missing_wait tools/flashcheck-properties \
          bench/bench_fused_attention bench/oracle_scale bench/tensor_core_probe \
          bench/tma_store_probe bench/knot_sums_rate; do
+  wanted "$f" || continue
   if [ -x "$cuda_build/$f" ]; then cp "$cuda_build/$f" "$dest/bin/"; else echo "prepare_carry: no $cuda_build/$f" >&2; fi
 done
 if [ -n "${AB_PLUGIN:-}" ]; then mkdir -p "$dest/lib/ab" && cp "$AB_PLUGIN" "$dest/lib/ab/"; fi
@@ -59,5 +66,8 @@ find "$dest" -name __pycache__ -prune -exec rm -rf {} +
 # device scripts unpack it (scripts/device/env.sh).
 tar -czf "$dest.tgz" -C "$(dirname "$dest")" "$(basename "$dest")"
 du -sh "$dest" "$dest.tgz"
+if [ "$(stat -c %s "$dest.tgz")" -gt $((64 << 20)) ]; then
+  echo "prepare_carry: $dest.tgz is over the 64 MiB a run may carry; name what the batch needs in CARRY_ONLY" >&2
+fi
 ls -l "$dest/bin" "$dest/lib"
 echo "carry: [\".dev/flashcheck.tgz\"]"
