@@ -65,7 +65,8 @@ BudgetBasis budget_basis(const Capabilities& caps, const RunOptions& asked, cons
   return b;
 }
 
-ErrorBudget budget_for(const Problem& p, const AttentionInputs& in, const BudgetBasis& basis, const Float64Attention& ref) {
+ErrorBudget budget_for(const Problem& p, const AttentionInputs& in, const BudgetBasis& basis, const Float64Attention& ref,
+                       const BudgetTerms& terms) {
   std::vector<bool> conventions = {basis.options.l_from_fp32_p};
   if (basis.both_l_conventions) conventions = {false, true};
   std::vector<Accumulation> models = {basis.options.accumulation};
@@ -77,7 +78,7 @@ ErrorBudget budget_for(const Problem& p, const AttentionInputs& in, const Budget
       RunOptions o = basis.options;
       o.l_from_fp32_p = l_fp32;
       o.accumulation = a;
-      ErrorBudget b = error_budget(p, in, o, basis.tile_n, ref);
+      ErrorBudget b = error_budget(p, in, o, basis.tile_n, ref, terms);
       if (first) {
         merged = std::move(b);
         first = false;

@@ -38,7 +38,8 @@ BudgetBasis budget_basis(const Capabilities& caps, const RunOptions& asked, cons
 
 // The error budget for a basis: one error_budget, or the elementwise max over the l conventions and
 // accumulation models it leaves open.
-ErrorBudget budget_for(const Problem& p, const AttentionInputs& in, const BudgetBasis& basis, const Float64Attention& ref);
+ErrorBudget budget_for(const Problem& p, const AttentionInputs& in, const BudgetBasis& basis, const Float64Attention& ref,
+                       const BudgetTerms& terms = {});
 
 struct Judgement {
   BudgetBasis basis;

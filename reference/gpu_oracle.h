@@ -39,6 +39,10 @@ struct BudgetRequest {
   int tile_n = 0;                 // 0: any step width
   bool both_l_conventions = false;
   bool both_accumulations = false;
+  // BudgetTerms::per_key_eta: false gives the row form (docs/error-analysis.md §3.6) where the CPU budget
+  // takes it (the default convention without tf32's operand term); it runs in the two-kernel budget, and a
+  // problem whose workspace for it cannot be had is refused.
+  bool per_key_eta = true;
 };
 
 // Tensors already on the device, contiguous BHND in their storage formats: fp32 / tf32 inputs as float,

@@ -5,6 +5,8 @@
 // same bits.
 #pragma once
 
+#include <type_traits>
+
 #include "reference/budget_sums.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/oracle_common.cuh"
@@ -60,12 +62,19 @@ __device__ __forceinline__ void warp_reduce(KeySums& k) {
   k.ep2 = warp_sum(k.ep2);
 }
 
-// What each column's bound needs of its row.
+// What each column's bound needs of its row (row: the row form's constants, RowTerms::row).
 struct RowBoundTerms {
   double den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, w_zeta;
   KeySums keys;
   int n, T, raises, merge;
   budget::PvMode pv_mode;
+  budget::RowFactors row{};
+};
+
+// A key's weights in the row form as the sums kernel reads them (BudgetWeights::w): e and z
+// (budget_sums.h RowWeights) and whi, which only the excess takes.
+struct RowKeyWeights {
+  float e, z, whi;
 };
 
 // One bound into the outputs, or its maximum with what is there (a basis with several budgets).
@@ -79,9 +88,11 @@ __device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, do
   }
 }
 
-template <int kCols>
+// kRowForm: the row form's chains (budget_sums.h RowColumnSum), from RowKeyWeights.
+template <int kCols, bool kRowForm = false>
 struct ColumnSums {
-  budget::ColumnSum sum[kCols];  // the fp32 chains and their double sums (budget_sums.h)
+  using Sum = std::conditional_t<kRowForm, budget::RowColumnSum, budget::ColumnSum>;
+  Sum sum[kCols];  // the fp32 chains and their double sums (budget_sums.h)
   double O[kCols], oe[kCols], shift[kCols], excess[kCols];
   float o[kCols];  // O in V's stored units as fp32 (budget_sums.h centred_at)
   int nz_keys[kCols], nz_blocks[kCols], nz_tile_blocks[kCols], nz_max_tile_blocks[kCols], last_blk[kCols],
@@ -95,7 +106,7 @@ struct ColumnSums {
                                         double vd) {
     chunk = -1;
     for (int cc = 0; cc < kCols; ++cc) {
-      sum[cc] = budget::ColumnSum{};
+      sum[cc] = Sum{};
       excess[cc] = 0;
       nz_keys[cc] = nz_blocks[cc] = nz_tile_blocks[cc] = nz_max_tile_blocks[cc] = 0;
       last_blk[cc] = last_tile[cc] = -1;
@@ -110,45 +121,50 @@ struct ColumnSums {
   }
 
   // The chains restart at every multiple of kSumChunk keys (budget_sums.h): before adding key j.
+  __device__ __forceinline__ void flush(const BudgetParams& bp) {
+    for (int cc = 0; cc < kCols; ++cc) {
+      if constexpr (kRowForm) sum[cc].flush();
+      else sum[cc].flush(bp.l_fp32, bp.op_round);
+    }
+  }
   __device__ __forceinline__ void enter_chunk(int64_t j, const BudgetParams& bp) {
     const int c = int(j / budget::kSumChunk);
     if (c != chunk) {
-      for (int cc = 0; cc < kCols; ++cc) sum[cc].flush(bp.l_fp32, bp.op_round);
+      flush(bp);
       chunk = c;
     }
   }
-  __device__ __forceinline__ void finish(const BudgetParams& bp) {
-    for (int cc = 0; cc < kCols; ++cc) sum[cc].flush(bp.l_fp32, bp.op_round);
-  }
+  __device__ __forceinline__ void finish(const BudgetParams& bp) { flush(bp); }
 
   // A chunk's visible keys (bit t of visible_lanes, key j0 + t), ascending: weights(t) gives key t's
-  // SumWeights, value(t, vs) its stored V in the lane's columns as fp32 (0 past dv), place(t, tile, blk) its
-  // tile and block (kCounts only). kCounts: the per-key counts (a chunk with a zero in V); without them the
+  // SumWeights (RowKeyWeights in the row form, where zeta_keys marks the keys with z > 0), value(t, vs) its
+  // stored V in the lane's columns as fp32 (0 past dv), place(t, tile, blk) its tile and block (kCounts
+  // only). kCounts: the per-key counts (a chunk with a zero in V); without them the
   // counts advance once per chunk (add_chunk_counts). The excess (rare: subnormal P or small V) is a
   // warp-uniform branch per key. Columns past dv run the same instructions on V = 0 and are never written,
   // so the columns' chains interleave instead of waiting on each other behind a bounds branch.
   template <bool kCounts, class Weights, class Value, class Place>
   __device__ __forceinline__ void add_chunk(int64_t j0, unsigned visible_lanes, unsigned excess_keys,
-                                            unsigned p_sub_keys, const BudgetParams& bp, double vd, Weights weights,
-                                            Value value, Place place) {
+                                            unsigned p_sub_keys, unsigned zeta_keys, const BudgetParams& bp, double vd,
+                                            Weights weights, Value value, Place place) {
     if constexpr (!kCounts) {
-      // The common chunk (every key visible, none with an excess, j0 a multiple of kSumChunk): a loop of
-      // fixed length, without the bit walk and the per-key excess test, which were about a third of this
-      // loop's instructions (the sums kernel was bound by their issue).
-      if (visible_lanes == 0xffffffffu && excess_keys == 0 && j0 % budget::kSumChunk == 0) {
+      // The common chunk (every key visible, none with an excess or a zeta, j0 a multiple of kSumChunk): a
+      // loop of fixed length, without the bit walk and the per-key excess test, which were about a third of
+      // this loop's instructions (the sums kernel was bound by their issue).
+      if (visible_lanes == 0xffffffffu && excess_keys == 0 && zeta_keys == 0 && j0 % budget::kSumChunk == 0) {
         enter_chunk(j0, bp);
 #pragma unroll
         for (int t = 0; t < 32; ++t) {
           float vs[kCols];
           value(t, vs);
-          add_key<false>(weights(t), vs, 0, 0, bp);
+          add_key<false>(weights(t), vs, 0, 0, bp, false);
         }
         return;
       }
     }
     for (unsigned keys = visible_lanes; keys != 0; keys &= keys - 1) {
       const int t = __ffs(keys) - 1;
-      const budget::SumWeights w = weights(t);
+      const auto w = weights(t);
       float vs[kCols];  // stored units
       value(t, vs);
       if (excess_keys >> t & 1u) {  // some column may add to the excess (warp-uniform, rare)
@@ -162,15 +178,15 @@ struct ColumnSums {
       int tile = 0, blk = 0;
       if constexpr (kCounts) place(t, tile, blk);
       enter_chunk(j0 + t, bp);
-      add_key<kCounts>(w, vs, tile, blk, bp);
+      add_key<kCounts>(w, vs, tile, blk, bp, zeta_keys >> t & 1u);
     }
   }
 
   // One key's step in the lane's columns: its counts (kCounts) and every sum (budget_sums.h), in the order
   // of the CPU's.
-  template <bool kCounts>
-  __device__ __forceinline__ void add_key(const budget::SumWeights& w, const float (&vs)[kCols], int tile, int blk,
-                                          const BudgetParams& bp) {
+  template <bool kCounts, class W>
+  __device__ __forceinline__ void add_key(const W& w, const float (&vs)[kCols], int tile, int blk,
+                                          const BudgetParams& bp, bool zeta) {
 #pragma unroll
     for (int cc = 0; cc < kCols; ++cc) {
       const float v = vs[cc];
@@ -189,8 +205,12 @@ struct ColumnSums {
           }
         }
       }
-      const float vop_diff = bp.op_round ? fabsf(round_tf32_f(v) - v) : 0.f;
-      sum[cc].add(w, v, o[cc], vop_diff, bp.l_fp32, bp.op_round);
+      if constexpr (kRowForm) {
+        sum[cc].add(budget::RowWeights{w.e, w.z}, v, o[cc], zeta);
+      } else {
+        const float vop_diff = bp.op_round ? fabsf(round_tf32_f(v) - v) : 0.f;
+        sum[cc].add(w, v, o[cc], vop_diff, bp.l_fp32, bp.op_round);
+      }
     }
   }
 
@@ -224,9 +244,13 @@ struct ColumnSums {
       return;
     }
     const double den = r.den;
-    const budget::ColumnSumBounds sb =
-        budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
-                                  r.keys.ep2, bp.l_fp32, bp.op_round);
+    budget::ColumnSumBounds sb;
+    if constexpr (kRowForm)
+      sb = budget::row_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
+                                  r.keys.ep2, r.row);
+    else
+      sb = budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
+                                     r.keys.ep2, bp.l_fp32, bp.op_round);
     const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
                  Vop = sb.vop / den;
     const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;

@@ -132,12 +132,16 @@ __host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool s
 // element bounds are that kernel's; the LSE bound stays here. Held to four blocks of 4 warps an SM (128
 // registers, 120 bytes of spills) it ran 19 % faster than at three (166 registers, none): its sweeps wait
 // on latencies, which more warps hide (H200, Nsight Compute at (1, 4, 4096, 128) bf16: 4.35 ms, 5.38 ms).
-template <bool kStagedK2, bool kOpRound, bool kLFp32, bool kSplit>
+// kRowForm: the weights kernel of the row form (BudgetParams::row_form), a copy of its own so that the
+// per-key form's registers stay as they were (the row form's z_min and eta bound cost it 32 bytes of stack).
+template <bool kStagedK2, bool kOpRound, bool kLFp32, bool kSplit, bool kRowForm = false>
 __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPerBlock), kSplit ? 4 : 1)
     budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts) {
   BudgetParams bp = bp_arg;
   bp.op_round = kOpRound;
   bp.l_fp32 = kLFp32;
+  static_assert(!kRowForm || (kSplit && !kLFp32 && !kOpRound), "the row form is the default convention's weights kernel");
+  constexpr bool row_form = kRowForm;
   extern __shared__ double smem_d[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const BlockRows br = block_rows(s);
@@ -226,8 +230,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     return filled ? filled_score(j) : KeyScore{cache_z[j], cache_R[j], cache_op[j]};
   };
 
-  // Sweep 1: z_max, R_max, eps_max, V_max, n.
-  double zmax = -inf, rmax = 0, eps_max = 0, vmax = 0;
+  // Sweep 1: z_max, R_max, eps_max, V_max, n (and z_min, which only the row form's eta bound takes).
+  double zmax = -inf, zmin = inf, rmax = 0, eps_max = 0, vmax = 0;
   int64_t n = 0;
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   // The score cache's reads are each sweep's latency (Nsight Compute: a quarter of the weights kernel's
@@ -236,6 +240,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // stores. The maxima, sums and counts are the same (order-free, or in the same order).
   auto sweep1_key = [&](const KeyScore& k, double key_vmax) {
     zmax = fmax(zmax, k.z);
+    if (row_form) zmin = fmin(zmin, k.z);
     rmax = fmax(rmax, k.R);
     eps_max = fmax(eps_max, bp.eps_s * k.R + bp.abs_s + k.op_err);
     vmax = fmax(vmax, key_vmax);
@@ -248,10 +253,11 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   int raises = 0, T = 0, max_tile_keys = 1, n_blocks_all = 0;
   int lane_cnt[4] = {0, 0, 0, 0};
   int walk_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
-  double tmax = -inf, walk_run = -inf;
+  double tmax = -inf, walk_run = -inf, run_first = -inf;
   // A complete tile's largest score, in key order: the running maximum through it, and whether it may
   // raise the one before (which needs eps_max).
   auto close_tile = [&](double tm) {
+    if (row_form && T == 0) run_first = tm;
     const double run = T == 0 ? tm : fmax(walk_run, tm);
     raises += T > 0 && budget::may_raise(tm, walk_run, eps_max, bp.split);
     walk_run = run;
@@ -308,15 +314,16 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     struct Ahead {
       bool vis;
       KeyScore k;
-      double vm;
+      double vm, zlo;  // zlo: the chunk's smallest score (z_min's, for the row form)
     };
     auto load = [&](int64_t j0) {
       const int64_t j = j0 + lane;
-      Ahead a{j < br.hi && sees(j), {0.0, 0.0, 0.0}, 0.0};
+      Ahead a{j < br.hi && sees(j), {0.0, 0.0, 0.0}, 0.0, 0.0};
       if (a.vis) {
         const ChunkSummary& c = summary[j0 / kChunk];
         a.k = KeyScore{z_sign > 0 ? c.z_max : -c.z_min, c.r_max, 0.0};
         a.vm = in.key_vmax[kv0 + j];
+        if (row_form) a.zlo = z_sign > 0 ? c.z_min : -c.z_max;
       }
       return a;
     };
@@ -330,7 +337,10 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       const Ahead a = a0;
       a0 = a1;
       a1 = load(j0 + 2 * kChunk);
-      if (a.vis) sweep1_key(a.k, a.vm);
+      if (a.vis) {
+        sweep1_key(a.k, a.vm);
+        if (row_form) zmin = fmin(zmin, a.zlo);
+      }
       const unsigned visible_lanes = __ballot_sync(0xffffffffu, a.vis);
       if (visible_lanes) aligned_chunk(j0, a.vis, visible_lanes, a.vis ? a.k.z : 0.0, store_tile);
     }
@@ -357,6 +367,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     }
   }
   zmax = warp_max(zmax);
+  if (row_form) zmin = -warp_max(-zmin);
   rmax = warp_max(rmax);
   eps_max = warp_max(eps_max);
   vmax = warp_max(vmax);
@@ -429,6 +440,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   }
   raises = __shfl_sync(0xffffffffu, raises, 0);
   T = __shfl_sync(0xffffffffu, T, 0);
+  if (row_form) run_first = __shfl_sync(0xffffffffu, run_first, 0);
   max_tile_keys = __shfl_sync(0xffffffffu, max_tile_keys, 0);
   n_blocks_all = __shfl_sync(0xffffffffu, n_blocks_all, 0);
   for (int x = 0; x < 4; ++x)
@@ -439,6 +451,15 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   const int merge = budget::merge_roundings(splits, bp.fa1);
   const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
   const int seg = segment_keys(bp.tile_n);
+  // The row form: every key's interval, underflow and W from the row's eta bound (budget_terms.h
+  // row_eta_bound, as error_budget.cpp), known here, before any key's weight: no key's own eta is made.
+  double eta_row = 0;
+  budget::EtaExp ex_row{0.0, 0.0, 0.0};
+  if (row_form && n > 0) {
+    eta_row = budget::row_eta_bound(bp.sigma, eps_max, zmax, zmin, run_first, raises + (bp.split ? 1 : 0),
+                                    budget::EtaTerms{true, true, true});
+    ex_row = budget::eta_exp(eta_row);
+  }
 
   // Sweep 3, once per column group: per segment of whole tiles, the scores, the tile walk, the weights per
   // key and the sums per column.
@@ -569,14 +590,18 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         if (visible_lanes >> lane & 1u) {  // §3.2-§3.7
           const double delta = zmax - wk.z[x];
           const double E = exp(-bp.sigma * delta);
-          const double run = aligned ? seg_run : wk.run[x];
-          double e = 0;
-          e += bp.sigma * (bp.eps_s * wk.R[x] + bp.abs_s);
-          e += bp.sigma * wk.op_err[x];
-          e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
-          e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
-          const double eta = e * (1 + 1e-6);
-          const budget::EtaExp ex = budget::eta_exp(eta);
+          double eta = eta_row;
+          budget::EtaExp ex = ex_row;
+          if (!row_form) {
+            const double run = aligned ? seg_run : wk.run[x];
+            double e = 0;
+            e += bp.sigma * (bp.eps_s * wk.R[x] + bp.abs_s);
+            e += bp.sigma * wk.op_err[x];
+            e += budget::exponent_argument(bp.sigma, delta, run, eps_max);
+            e += budget::rescale_factors(bp.sigma, zmax, run, eps_max, aligned ? seg_later : wk.later[x]);
+            eta = e * (1 + 1e-6);
+            ex = budget::eta_exp(eta);
+          }
           const budget::Underflow uf =
               budget::underflow(E, ex, eK, bp.thresh, bp.theta_abs, bp.theta_ftz, bp.uP, true);
           const budget::WeightInterval wi = budget::weight_interval(E, ex, bp.uP, uf, bp.l_fp32);
@@ -595,7 +620,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
             wk.sw[lane] = sw;
           } else {
             const int64_t at = slot * s.n_k + s0 + x;
-            wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
+            if (row_form) {
+              const budget::RowWeights rw = budget::row_weights(E, uf.zeta);
+              wts.w[at] = make_float4(rw.e, rw.z, sw.whi, 0.f);
+            } else {
+              wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
+            }
             if constexpr (kLFp32) wts.zeta[at] = sw.zeta;
           }
         }
@@ -642,9 +672,11 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           blk = wk.blk[c0 + t];
         };
         if (uniform)
-          cs.template add_chunk<false>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+          cs.template add_chunk<false>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, 0u, bp, s.vd, weights, value,
+                                       place);
         else
-          cs.template add_chunk<true>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+          cs.template add_chunk<true>(s0 + c0, visible_lanes, excess_keys, p_sub_keys, 0u, bp, s.vd, weights, value,
+                                      place);
         if (uniform && visible_lanes)
           cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, int(fast_div(bp.tile_div, uint32_t(s0))), c0, bp));
         __syncwarp();
@@ -683,8 +715,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const double floor_abs = (n_blocks_all + n + 2.0 * T + 8) * 0x1p-149 * eK / (bp.S * den) * s.vd;
     const bool outside = budget::outside_domain(rmax, bp.eps_s, bp.c32, bp.S * double(n) * vmax * 2);
     if (kSplit && lane == 0)
-      wts.rows[slot] = RowTerms{den, eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums, n, T, raises, merge,
-                                outside ? kRowOutside : kRowSums};
+      wts.rows[slot] = RowTerms{den,  eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums,
+                                row_form ? budget::row_factors(ex_row, bp.uP) : budget::RowFactors{},
+                                n,    T,     raises,     merge,     outside ? kRowOutside : kRowSums};
     if constexpr (!kSplit) {
       cs.finish(bp);
       const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax, key_sums, int(n), T,

@@ -44,10 +44,12 @@ __host__ __device__ constexpr size_t budget_sums_smem(int rows, int cols) { retu
 // single kernel ran 8 warps; the four-column copy at three blocks, without spills, was slower on the
 // H200); each chunk's V and weights are copied asynchronously while the chunk before is summed (read
 // synchronously, the loads' latency was 43 % of the kernel's stalls).
-template <bool kLFp32, int kCols>
+// kRowForm: BudgetParams::row_form's sums (a key's weights e, z, whi: budget_column_sums.cuh RowKeyWeights).
+template <bool kLFp32, int kCols, bool kRowForm = false>
 __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     budget_sums_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts, int groups) {
   static_assert(kCols == 2 || kCols == 4, "a lane's columns are one float2 or float4");
+  static_assert(!(kRowForm && kLFp32), "the row form is the default convention's");
   constexpr int kSumsGroup = 32 * kCols;  // columns a block
   BudgetParams bp = bp_arg;
   bp.op_round = false;  // the tf32 operand term runs the single kernel
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
 
   const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
   const bool aligned = bp.tile_n % kChunk == 0;
-  ColumnSums<kCols> cs;
+  ColumnSums<kCols, kRowForm> cs;
   cs.start(in, o0, g0 + kCols * lane, 1, s.dv, !idle, s.vd);
   const float4* w_row = wts.w + slot * s.n_k;
   const float* zeta_row = wts.zeta + slot * s.n_k;
@@ -170,8 +172,11 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     __syncthreads();
     auto weights = [&](int t) {
       const float4 q = wk.w[t];
-      return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
+      if constexpr (kRowForm) return RowKeyWeights{q.x, q.y, q.z};
+      else return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
     };
+    // The row form's keys with a zeta (underflow, rare): their chunks take the per-key walk.
+    const unsigned zeta_keys = kRowForm ? __ballot_sync(0xffffffffu, wk.w[lane].y > 0.f) & visible_lanes : 0u;
     auto value = [&](int t, float (&vs)[kCols]) {
       if constexpr (kCols == 2) {
         const float2 v = *reinterpret_cast<const float2*>(vS + t * kSumsGroup + 2 * lane);
@@ -187,9 +192,11 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
       blk = int(fast_div(bp.block_div, uint32_t(key - int64_t(tile) * bp.tile_n)));
     };
     if (uniform)
-      cs.template add_chunk<false>(j0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+      cs.template add_chunk<false>(j0, visible_lanes, excess_keys, p_sub_keys, zeta_keys, bp, s.vd, weights, value,
+                                   place);
     else
-      cs.template add_chunk<true>(j0, visible_lanes, excess_keys, p_sub_keys, bp, s.vd, weights, value, place);
+      cs.template add_chunk<true>(j0, visible_lanes, excess_keys, p_sub_keys, zeta_keys, bp, s.vd, weights, value,
+                                  place);
     if (uniform && visible_lanes) {
       const int tile = int(fast_div(bp.tile_div, uint32_t(j0)));
       cs.add_chunk_counts(chunk_blocks(visible_lanes, x_vis, tile, int(j0 - int64_t(tile) * bp.tile_n), bp));
@@ -202,7 +209,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   // §0: each column's bound from the row's terms.
   const double fa1_tiles = bp.fa1 ? double((br.len + bp.tile_n - 1) / bp.tile_n) : 0.0;
   const RowBoundTerms terms{rt.den,  rt.eps_l, rt.eps_l_prob, rt.floor_abs, fa1_tiles, rt.w_mult, rt.w_zeta,
-                            rt.keys, int(rt.n), rt.T,        rt.raises,    rt.merge,  pv_mode_of(bp)};
+                            rt.keys, int(rt.n), rt.T,        rt.raises,    rt.merge,  pv_mode_of(bp), rt.row};
   for (int cc = 0; cc < kCols; ++cc) {
     const int c = g0 + kCols * lane + cc;
     if (c >= s.dv) break;

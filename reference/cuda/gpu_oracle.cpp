@@ -332,6 +332,9 @@ bool score_kernel_enabled() {
 // The budgets a basis runs, one per way it leaves open (merged by the maximum), in launch order.
 std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& basis) {
   std::vector<BudgetParams> out;
+  // FLASHCHECK_ORACLE_ROW_FORM=1: the row form for every request (its timing at the benchmark's shapes).
+  const char* row_env = std::getenv("FLASHCHECK_ORACLE_ROW_FORM");
+  const bool per_key_eta = basis.per_key_eta && !(row_env && std::strcmp(row_env, "1") == 0);
   for (bool l_fp32 : {false, true})
     for (Accumulation a : {Accumulation::tensor_core, Accumulation::ieee_fp32}) {
       RunOptions o = basis.options;
@@ -340,6 +343,7 @@ std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& b
       if (basis.both_accumulations) o.accumulation = a;
       else if (a == Accumulation::ieee_fp32) continue;
       out.push_back(params_of(budget_constants(p, o, basis.tile_n), !out.empty()));
+      out.back().row_form = !per_key_eta && !out.back().l_fp32 && !out.back().op_round;
     }
   return out;
 }
@@ -404,6 +408,9 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
       budget_fill = true;
       filled_with = op;
     }
+    if (bp.row_form && !w.split.ptr)
+      throw std::runtime_error("GPU oracle: the row form of the budget (per_key_eta = false) runs in the two-kernel "
+                               "budget, whose workspace could not be had here");
     check(launch_budget(s, bp, in, out, w.split.ptr ? &w.weights : nullptr), "budget kernel");
   }
   check(cudaEventRecord(ev.e[2]), "event");

@@ -134,12 +134,14 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
     const size_t smem = budget_smem(s.d, s.dv, rows, false, false, !in.scores_filled);
     const int cols = sums_cols(s.dv);
     const size_t sums_smem = budget_sums_smem(rows, cols);
-    const Kernel weights =
-        bp.l_fp32 ? budget_kernel<false, false, true, true> : budget_kernel<false, false, false, true>;
+    const Kernel weights = bp.l_fp32     ? budget_kernel<false, false, true, true>
+                           : bp.row_form ? budget_kernel<false, false, false, true, true>
+                                         : budget_kernel<false, false, false, true>;
     using SumsKernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut, BudgetWeights, int);
     static constexpr SumsKernel kSums[2][2] = {{budget_sums_kernel<false, 2>, budget_sums_kernel<false, 4>},
                                                {budget_sums_kernel<true, 2>, budget_sums_kernel<true, 4>}};
-    const SumsKernel sums = kSums[bp.l_fp32][cols == 4];
+    static constexpr SumsKernel kRowSums[2] = {budget_sums_kernel<false, 2, true>, budget_sums_kernel<false, 4, true>};
+    const SumsKernel sums = bp.row_form && !bp.l_fp32 ? kRowSums[cols == 4] : kSums[bp.l_fp32][cols == 4];
     cudaError_t e = allow_max_smem(weights);
     if (e == cudaSuccess) e = allow_max_smem(sums);
     if (e != cudaSuccess) return e;
@@ -154,6 +156,7 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
     }
     return cudaGetLastError();
   }
+  if (bp.row_form) return cudaErrorNotSupported;  // the row form is the two kernels' (the host says so first)
   const int rows = budget_rows_per_block(s.d, s.dv);
   if (rows == 0) return cudaErrorInvalidConfiguration;
   const unsigned blocks = place_pass(s, rows);

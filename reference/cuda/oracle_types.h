@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "reference/budget_sums.h"
 #include "reference/cuda/fast_div.h"
 #include "reference/element_verdict.h"
 #include "reference/visibility.h"
@@ -109,6 +110,10 @@ struct BudgetParams {
   double sigma, sgn, c32, eps_fin, u_out, out_abs, lambda;
   double p_floor;         // mn_p / S, the excess's floor, once per launch instead of once per key
   bool merge_max;         // take the elementwise max with what is already in the outputs
+  // The row form (BudgetRequest::per_key_eta = false, default convention, no tf32 operand term): every
+  // key's interval from the row's eta bound, and the sums with one weight a key (budget_sums.h
+  // RowColumnSum). Two-kernel budget only.
+  bool row_form;
   // x / tile_n and x / (tc ? block : 1) for a key offset x < 2^31 (the oracle refuses N_k >= 2^31).
   FastDiv tile_div, block_div;
 };
@@ -151,11 +156,13 @@ struct KeySums {
 struct RowTerms {  // what the element bounds need of the row, from the weights kernel
   double den, eps_l, eps_l_prob, floor_abs, w_mult, w_zeta;
   KeySums keys;
+  budget::RowFactors row;  // the row form's constants (BudgetParams::row_form)
   long long n;
   int T, raises, merge, state;
 };
 struct BudgetWeights {
-  float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it)
+  float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it);
+                      // in the row form e, z (budget_sums.h RowWeights) and whi (the excess's), then 0
   float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only)
   unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
   unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)

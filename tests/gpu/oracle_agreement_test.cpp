@@ -319,6 +319,61 @@ TEST(OracleAgreement, SumsKernelsColumnsALaneKeepTheSingleKernelsBits) {
   std::printf("36 problems, value dims 48-256: %zu bounds the same bits in one kernel and in two\n", compared);
 }
 
+// The row form (BudgetRequest::per_key_eta = false; docs/error-analysis.md §3.6): the GPU's weights kernel
+// takes the row's eta bound before any key's weight and its sums kernel one weight a key; its bounds agree
+// with the CPU's row form (BudgetTerms::per_key_eta = false) on the GPU's reference to 1e-9, on every recipe
+// (those the row form leaves out keep the per-key form on both sides), value dims on each side of the sums
+// kernel's two and four columns a lane, and the hostile values; none is below the per-key form's by more
+// than that; and a budget with no split workspace is refused by name.
+TEST(OracleAgreement, RowFormAgreesWithTheCpu) {
+  std::string why;
+  if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
+  std::mt19937_64 rng(20261205);
+  const int dims[] = {48, 64, 128, 160};
+  BudgetTerms row;
+  row.per_key_eta = false;
+  size_t compared = 0;
+  const char* env_cases = std::getenv("FC_ORACLE_AGREEMENT_CASES");  // a prefix under compute-sanitizer
+  const int cases = env_cases ? std::clamp(std::atoi(env_cases), 1, 96) : 96;
+  for (int n = 0; n < cases; ++n) {
+    const EmulatedCase e = emulated_case(all_recipes[size_t(n) % all_recipes.size()], rng, dims[n % 4]);
+    const Problem& p = e.c.problem;
+    const RunPlan plan = n % 4 == 3 ? RunPlan{} : e.out.plan;
+    const BudgetBasis basis = budget_basis(EmulatedKernel{}.capabilities(), e.o, plan);
+    gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+    req.per_key_eta = false;
+    gpu::Arrays g, per_key;
+    gpu::judge_host_data(p, req, e.in, e.out.o, e.out.lse, 8, &g);
+    req.per_key_eta = true;
+    gpu::judge_host_data(p, req, e.in, e.out.o, e.out.lse, 8, &per_key);
+    const ErrorBudget cpu = budget_for(p, e.in, basis, g.ref, row);
+    const std::string what = e.c.describe() + " basis " + basis.describe();
+    for (size_t x = 0; x < p.o_size(); ++x) {
+      ASSERT_TRUE(same_bound(g.budget.o_bound[x], cpu.o_bound[x]))
+          << what << " bound O[" << x << "] gpu " << g.budget.o_bound[x] << " cpu " << cpu.o_bound[x];
+      ASSERT_TRUE(same_bound(g.budget.o_bound_probabilistic[x], cpu.o_bound_probabilistic[x])) << what << " " << x;
+      ASSERT_FALSE(g.budget.o_bound[x] < per_key.budget.o_bound[x] * (1 - 1e-9)) << what << " " << x;
+      ++compared;
+    }
+    for (size_t x = 0; x < p.lse_size(); ++x)
+      ASSERT_TRUE(same_bound(g.budget.lse_bound[x], cpu.lse_bound[x])) << what << " LSE bound[" << x << "]";
+  }
+  // No split workspace: refused, not computed in another form.
+  const EmulatedCase e = emulated_case(Recipe::bf16, rng, 64);
+  const BudgetBasis basis = budget_basis(EmulatedKernel{}.capabilities(), e.o, e.out.plan);
+  gpu::BudgetRequest req{basis.options, basis.tile_n, basis.both_l_conventions, basis.both_accumulations};
+  req.per_key_eta = false;
+  ASSERT_EQ(setenv("FLASHCHECK_ORACLE_SPLIT_BYTES", "0", 1), 0);
+  try {
+    gpu::judge_host_data(e.c.problem, req, e.in, e.out.o, e.out.lse);
+    ADD_FAILURE() << "the row form without the split workspace was not refused";
+  } catch (const std::runtime_error& err) {
+    EXPECT_NE(std::string(err.what()).find("row form"), std::string::npos) << err.what();
+  }
+  unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
+  std::printf("%d problems: %zu bounds of the row form agree with the CPU's\n", cases, compared);
+}
+
 // The score kernel and the tiled reference give the row kernels' bits because each element of the tensor
 // cores' float64 product is the fma chain over its four products in ascending order (reference/cuda/dmma.cuh);
 // PassesDoNotChangeTheResult compares their results, this checks the instruction itself on operands of every
