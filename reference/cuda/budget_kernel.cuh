@@ -93,8 +93,13 @@ __device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, 
 
 // The two-kernel form: a key's weights, zero where the row does not see it (the sums kernel copies a
 // chunk's weights whole, ahead of its sums, and reads those of the keys the row sees).
+// The row form writes e alone (its z only where zeta_keys says).
 __device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j,
-                                                   bool l_fp32) {
+                                                   bool l_fp32, bool row_form) {
+  if (row_form) {
+    wts.e[slot * n_k + j] = 0.f;
+    return;
+  }
   wts.w[slot * n_k + j] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (l_fp32) wts.zeta[slot * n_k + j] = 0.f;
 }
@@ -171,6 +176,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     for (int64_t w = chunk_floor(br.lo) / kChunk + lane; w < (br.hi + kChunk - 1) / kChunk; w += 32) {
       wts.visible[slot * wts.words + w] = 0u;
       wts.p_sub[slot * wts.words + w] = 0u;
+      if (row_form) wts.zeta_keys[slot * wts.words + w] = 0u;
     }
     if (lane == 0) {  // whole, so that the sums kernel's read of a row it skips reads written bytes
       RowTerms skip{};
@@ -478,7 +484,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     int seg_later = 0;
     if constexpr (kSplit)  // the keys before the first segment that the sums kernel's first chunk holds
       for (int64_t j = chunk_floor(br.lo) + lane; j < (br.lo / seg) * seg; j += 32)
-        split_zero_weights(wts, slot, s.n_k, j, kLFp32);
+        split_zero_weights(wts, slot, s.n_k, j, kLFp32, row_form);
     for (int64_t s0 = (br.lo / seg) * seg; s0 < br.hi; s0 += seg) {
       const int ns = int(min(int64_t(seg), br.hi - s0));
       // The segment's scores.
@@ -586,7 +592,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         }
         const unsigned visible_lanes = pick(seg_visible, c0 / kChunk);
         const int x = c0 + lane;
-        bool p_sub = false, small_v = false;
+        bool p_sub = false, small_v = false, zeta_key = false;
         if (visible_lanes >> lane & 1u) {  // §3.2-§3.7
           const double delta = zmax - wk.z[x];
           const double E = exp(-bp.sigma * delta);
@@ -620,9 +626,11 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
             wk.sw[lane] = sw;
           } else {
             const int64_t at = slot * s.n_k + s0 + x;
-            if (row_form) {
+            if (row_form) {  // e, and z where it is not 0 (rare: underflow), which zeta_keys marks
               const budget::RowWeights rw = budget::row_weights(E, uf.zeta);
-              wts.w[at] = make_float4(rw.e, rw.z, sw.whi, 0.f);
+              wts.e[at] = rw.e;
+              zeta_key = rw.z > 0.f;
+              if (zeta_key) wts.zeta[at] = rw.z;
             } else {
               wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
             }
@@ -630,23 +638,28 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           }
         }
         if constexpr (kSplit) {
-          if (lane < nc && !(visible_lanes >> lane & 1u)) split_zero_weights(wts, slot, s.n_k, s0 + x, kLFp32);
+          if (lane < nc && !(visible_lanes >> lane & 1u))
+            split_zero_weights(wts, slot, s.n_k, s0 + x, kLFp32, row_form);
           // The chunk's bits at their keys' places (a chunk starts at a multiple of 32 only where the step
           // is one); only words with a visible key are touched, and those the prologue cleared.
           const unsigned p_sub_lanes = __ballot_sync(0xffffffffu, p_sub);
+          const unsigned zeta_lanes = row_form ? __ballot_sync(0xffffffffu, zeta_key) : 0u;
           if (lane == 0 && visible_lanes) {
             const int64_t j = s0 + c0, at = slot * wts.words + j / kChunk;
             const int sh = int(j % kChunk);
             if (sh == 0) {  // the chunk starts the word, so it is the first to touch it: a store, no load
               wts.visible[at] = visible_lanes;
               wts.p_sub[at] = p_sub_lanes;
+              if (row_form) wts.zeta_keys[at] = zeta_lanes;
             } else if (visible_lanes << sh) {
               wts.visible[at] |= visible_lanes << sh;
               wts.p_sub[at] |= p_sub_lanes << sh;
+              if (row_form) wts.zeta_keys[at] |= zeta_lanes << sh;
             }
             if (sh && visible_lanes >> (kChunk - sh)) {
               wts.visible[at + 1] |= visible_lanes >> (kChunk - sh);
               wts.p_sub[at + 1] |= p_sub_lanes >> (kChunk - sh);
+              if (row_form) wts.zeta_keys[at + 1] |= zeta_lanes >> (kChunk - sh);
             }
           }
           continue;

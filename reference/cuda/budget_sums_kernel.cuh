@@ -27,7 +27,7 @@ namespace fc::gpu::detail {
 __host__ __device__ constexpr int sums_cols(int dv) { return dv > 64 ? 4 : 2; }
 
 // Per warp: the chunk's weights of its row (copied from BudgetWeights: whi, err_c, third, ep a key, and
-// zeta under the FA-2 convention).
+// zeta under the FA-2 convention; the row form's e a key over w's first 128 bytes).
 struct SumKeys {
   float4 w[kChunk];
   float zeta[kChunk];
@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
   cs.start(in, o0, g0 + kCols * lane, 1, s.dv, !idle, s.vd);
   const float4* w_row = wts.w + slot * s.n_k;
   const float* zeta_row = wts.zeta + slot * s.n_k;
+  const float* e_row = kRowForm ? wts.e + slot * s.n_k : nullptr;
   const int gw = min(kSumsGroup, s.dv - g0);  // the group's columns
   // Columns past dv read as 0 in both buffers (the copies below never write them).
   for (int e = threadIdx.x; e < kChunk * kSumsGroup; e += blockDim.x)
@@ -133,33 +134,38 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
       }
       if (!idle && lane < nc) {
         SumKeys* w = wbuf(k % 2);
-        cp_async_16(&w->w[lane], &w_row[j0 + lane]);
-        if (kLFp32) cp_async_4(&w->zeta[lane], &zeta_row[j0 + lane]);
+        if constexpr (kRowForm) {
+          cp_async_4(reinterpret_cast<float*>(w->w) + lane, &e_row[j0 + lane]);
+        } else {
+          cp_async_16(&w->w[lane], &w_row[j0 + lane]);
+          if (kLFp32) cp_async_4(&w->zeta[lane], &zeta_row[j0 + lane]);
+        }
       }
     }
     cp_async_commit();  // an empty group past the last chunk keeps the count of groups in flight
   };
   // The chunk's bit masks and smallest |V| per key, loaded a chunk ahead into registers (vmin of every key
   // of the chunk: its uses test the key's bit, and a load behind the mask's waited for it).
-  auto masks = [&](int k, unsigned& vis, unsigned& psub, double& vmin) {
+  auto masks = [&](int k, unsigned& vis, unsigned& psub, unsigned& zk, double& vmin) {
     const int64_t j0 = jb + int64_t(k) * kChunk;
-    vis = 0, psub = 0, vmin = 1.0;
+    vis = 0, psub = 0, zk = 0, vmin = 1.0;
     if (k < chunks && !idle) {
       vis = wts.visible[slot * wts.words + j0 / kChunk];
       psub = wts.p_sub[slot * wts.words + j0 / kChunk];
+      if (kRowForm) zk = wts.zeta_keys[slot * wts.words + j0 / kChunk];
       if (j0 + lane < br.hi) vmin = in.key_vmin[kv0 + j0 + lane];
     }
   };
-  unsigned next_vis, next_psub;
+  unsigned next_vis, next_psub, next_zeta;
   double next_vmin;
   fetch(0);
-  masks(0, next_vis, next_psub, next_vmin);
+  masks(0, next_vis, next_psub, next_zeta, next_vmin);
   for (int k = 0; k < chunks; ++k) {
     const int64_t j0 = jb + int64_t(k) * kChunk;
-    const unsigned visible_lanes = next_vis, p_sub_keys = next_psub;
+    const unsigned visible_lanes = next_vis, p_sub_keys = next_psub, zeta_keys = next_zeta & visible_lanes;
     const double vmin = next_vmin;
     fetch(k + 1);
-    masks(k + 1, next_vis, next_psub, next_vmin);
+    masks(k + 1, next_vis, next_psub, next_zeta, next_vmin);
     const float* vS = vbuf(k % 2);
     const SumKeys& wk = *wbuf(k % 2);
     const bool x_vis = visible_lanes >> lane & 1u;
@@ -170,13 +176,17 @@ __global__ void __launch_bounds__(32 * kSplitRowsPerBlock, 4)
     const bool uniform = aligned && !__any_sync(0xffffffffu, x_vis && vmin == 0);
     cp_async_wait_prior();  // chunk k's copies by this thread; the barrier makes everyone's visible
     __syncthreads();
+    // The row form: e from the chunk's copy, z (rare: underflow) from device memory where zeta_keys says (such
+    // a chunk takes the per-key walk), and the excess's upper weight from both (budget_sums.h row_whi).
     auto weights = [&](int t) {
-      const float4 q = wk.w[t];
-      if constexpr (kRowForm) return RowKeyWeights{q.x, q.y, q.z};
-      else return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
+      if constexpr (kRowForm) {
+        const budget::RowWeights w{reinterpret_cast<const float*>(wk.w)[t], zeta_keys >> t & 1u ? zeta_row[j0 + t] : 0.f};
+        return RowKeyWeights{w.e, w.z, budget::row_whi(w, rt.row)};
+      } else {
+        const float4 q = wk.w[t];
+        return budget::SumWeights{q.x, q.y, q.z, q.w, kLFp32 ? wk.zeta[t] : 0.f};
+      }
     };
-    // The row form's keys with a zeta (underflow, rare): their chunks take the per-key walk.
-    const unsigned zeta_keys = kRowForm ? __ballot_sync(0xffffffffu, wk.w[lane].y > 0.f) & visible_lanes : 0u;
     auto value = [&](int t, float (&vs)[kCols]) {
       if constexpr (kCols == 2) {
         const float2 v = *reinterpret_cast<const float2*>(vS + t * kSumsGroup + 2 * lane);

@@ -267,7 +267,7 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   const size_t masks = size_t(slots) * size_t(words) * sizeof(unsigned);
   const size_t rows_b = size_t(slots) * sizeof(RowTerms);
   const size_t tiles = size_t(slots) * size_t(words) * sizeof(double);
-  const size_t bytes = v32 + w4 + zeta + rows_b + tiles + 2 * masks;
+  const size_t bytes = v32 + w4 + zeta + rows_b + tiles + 3 * masks;
   if (cudaMalloc(&w.split.ptr, bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     w.split.ptr = nullptr;
@@ -285,6 +285,8 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   w.weights.tile_max = reinterpret_cast<double*>(base + v32 + w4 + zeta + rows_b);
   w.weights.visible = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + tiles);
   w.weights.p_sub = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + tiles + masks);
+  w.weights.zeta_keys = reinterpret_cast<unsigned*>(base + v32 + w4 + zeta + rows_b + tiles + 2 * masks);
+  w.weights.e = reinterpret_cast<float*>(w.weights.w);  // the row form's e, over the float4 weights
   w.weights.slots = slots;
   w.weights.words = words;
   return bytes;

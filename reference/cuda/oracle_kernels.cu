@@ -118,7 +118,7 @@ int budget_split_rows_per_block(int d, int dv) {
 }
 int64_t budget_split_words(int64_t n_k) { return (n_k + kChunk - 1) / kChunk; }
 size_t budget_split_bytes_per_row(int64_t n_k) {
-  return size_t(n_k) * kSplitWeightBytes + 2 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
+  return size_t(n_k) * kSplitWeightBytes + 3 * size_t(budget_split_words(n_k)) * sizeof(unsigned) +
          size_t(budget_split_words(n_k)) * sizeof(double) + sizeof(RowTerms);
 }
 

@@ -161,9 +161,10 @@ struct RowTerms {  // what the element bounds need of the row, from the weights 
   int T, raises, merge, state;
 };
 struct BudgetWeights {
-  float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it);
-                      // in the row form e, z (budget_sums.h RowWeights) and whi (the excess's), then 0
-  float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only)
+  float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it)
+  float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only; in the row form z, where zeta_keys says)
+  float* e;           // the row form's [slots * n_k]: each key's e (budget_sums.h RowWeights), over w's bytes
+  unsigned* zeta_keys;  // the row form's [slots * words]: the key's z > 0
   unsigned* visible;  // [slots * words]: bit j % 32 of word j / 32, the row sees key j
   unsigned* p_sub;    // [slots * words]: its P may be subnormal (the excess term)
   double* tile_max;   // [slots * words]: the weights kernel's scratch, each tile's largest score in tile order
