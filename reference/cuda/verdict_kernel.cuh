@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(kSelectThreads) kth_largest_kernel(const doubl
   const int64_t rounds = (n + blockDim.x - 1) / blockDim.x;
   double my_top = 0;  // the values as keyed: NaN and what is not above 0 count as 0, so warp_max sees no NaN
   for (int64_t r = 0; r < rounds; ++r) {
-    const int64_t x = r * blockDim.x + threadIdx.x;
-    const double v = x < n ? best[x] : 0.0;
+    const double v = __longlong_as_double(static_cast<long long>(key(r * blockDim.x + threadIdx.x)));
     my_top = v > my_top ? v : my_top;
   }
   my_top = warp_max(my_top);
