@@ -43,6 +43,9 @@ struct BudgetRequest {
   // takes it (the default convention without tf32's operand term); it runs in the two-kernel budget, and a
   // problem whose workspace for it cannot be had is refused.
   bool per_key_eta = true;
+  // With the row form: BudgetTerms::knot_sums (docs/error-analysis.md §3.18), the centred sums from products on
+  // the fp16 tensor cores where their certificate holds.
+  bool knot_sums = false;
 };
 
 // Tensors already on the device, contiguous BHND in their storage formats: fp32 / tf32 inputs as float,

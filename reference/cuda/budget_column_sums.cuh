@@ -88,6 +88,32 @@ __device__ __forceinline__ void write_bound(const BudgetOut& out, int64_t at, do
   }
 }
 
+// One element's bound and probabilistic bound (§0) from its sums' bounds, its counts of rounding steps and its
+// alignment excess, into the outputs at `at` (ColumnSums::write, and the knot form's kernels).
+__device__ __forceinline__ void write_element(const budget::ColumnSumBounds& sb, double O, double oe, double excess,
+                                              const budget::PvCounts& counts, const RowBoundTerms& r,
+                                              const BudgetParams& bp, double a_plus, const BudgetOut& out,
+                                              int64_t at) {
+  const double inf = HUGE_VAL, den = r.den;
+  const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
+               Vop = sb.vop / den;
+  const double Xn = (bp.tile_unknown ? counts.nz_keys : counts.nz_blocks) * bp.trunc_step * excess / den;
+  const double Tc_prob = budget::min2(Tc, (sb.num_det + bp.lambda * bp.uP * sb.root) / den);
+  const double Tp_prob = budget::min2(Tp, (sb.tp_det + bp.lambda * bp.uP * sb.tp_root) / den);
+  auto eps_pv = [&](bool prob) {
+    return budget::pv_accumulation(r.pv_mode, counts, bp.step, r.n, r.T, r.raises, r.merge, r.fa1_tiles, prob,
+                                   bp.lambda);
+  };
+  double ob = budget::element_bound(budget::ElementParts{fabs(O), oe, Tc, Tp, Vop, eps_pv(false), Wn, Xn, r.eps_l,
+                                                         bp.eps_fin, bp.u_out, bp.out_abs, r.floor_abs, true});
+  double obp = budget::element_bound(budget::ElementParts{fabs(O), oe, Tc_prob, Tp_prob, Vop, eps_pv(true), Wn, Xn,
+                                                          r.eps_l_prob, bp.eps_fin, bp.u_out, bp.out_abs, r.floor_abs,
+                                                          true});
+  if (ob != ob) ob = inf;  // far outside the model a term can be 0 * inf: no claim
+  if (obp != obp) obp = inf;
+  write_bound(out, at, ob, obp, bp.merge_max);
+}
+
 // kRowForm: the row form's chains (budget_sums.h RowColumnSum), from RowKeyWeights.
 template <int kCols, bool kRowForm = false>
 struct ColumnSums {
@@ -238,12 +264,10 @@ struct ColumnSums {
   // a_plus: the reference's bound of the exact A of the element (W, budget_terms.h w_bound).
   __device__ __forceinline__ void write(int cc, const RowBoundTerms& r, const BudgetParams& bp, double vd,
                                         double a_plus, const BudgetOut& out, int64_t o0, int c) const {
-    const double inf = HUGE_VAL;
     if (O[cc] != O[cc]) {
       write_bound(out, o0 + c, 0.0, 0.0, bp.merge_max);
       return;
     }
-    const double den = r.den;
     budget::ColumnSumBounds sb;
     if constexpr (kRowForm)
       sb = budget::row_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
@@ -251,25 +275,8 @@ struct ColumnSums {
     else
       sb = budget::column_sum_bounds(sum[cc], double(r.n), vd, oe[cc], shift[cc], r.keys.err_c, r.keys.err_c_det,
                                      r.keys.ep2, bp.l_fp32, bp.op_round);
-    const double Tc = sb.num / den, Tp = sb.tp / den, Wn = budget::w_bound(r.w_mult, a_plus, r.w_zeta) / den,
-                 Vop = sb.vop / den;
-    const double Xn = (bp.tile_unknown ? nz_keys[cc] : nz_blocks[cc]) * bp.trunc_step * excess[cc] / den;
-    const double Tc_prob = budget::min2(Tc, (sb.num_det + bp.lambda * bp.uP * sb.root) / den);
-    const double Tp_prob = budget::min2(Tp, (sb.tp_det + bp.lambda * bp.uP * sb.tp_root) / den);
     const budget::PvCounts counts{nz_keys[cc], nz_blocks[cc], nz_max_tile_blocks[cc]};
-    auto eps_pv = [&](bool prob) {
-      return budget::pv_accumulation(r.pv_mode, counts, bp.step, r.n, r.T, r.raises, r.merge, r.fa1_tiles, prob,
-                                     bp.lambda);
-    };
-    double ob = budget::element_bound(budget::ElementParts{fabs(O[cc]), oe[cc], Tc, Tp, Vop, eps_pv(false), Wn, Xn,
-                                                           r.eps_l, bp.eps_fin, bp.u_out, bp.out_abs, r.floor_abs,
-                                                           true});
-    double obp = budget::element_bound(budget::ElementParts{fabs(O[cc]), oe[cc], Tc_prob, Tp_prob, Vop, eps_pv(true),
-                                                            Wn, Xn, r.eps_l_prob, bp.eps_fin, bp.u_out, bp.out_abs,
-                                                            r.floor_abs, true});
-    if (ob != ob) ob = inf;  // far outside the model a term can be 0 * inf: no claim
-    if (obp != obp) obp = inf;
-    write_bound(out, o0 + c, ob, obp, bp.merge_max);
+    write_element(sb, O[cc], oe[cc], excess[cc], counts, r, bp, a_plus, out, o0 + c);
   }
 };
 

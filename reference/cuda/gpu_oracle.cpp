@@ -184,9 +184,13 @@ struct Pass {
 // cache_rows > 0: passes of at most that many rows as well.
 std::vector<Pass> plan_passes(const Problem& p, int64_t cache_rows = 0) {
   const int64_t heads = int64_t(p.batch) * p.heads_q, n_q = p.n_q;
-  int64_t per_pass = std::max<int64_t>(kMaxRowsPerBlock, int64_t(pass_bytes() / workspace_per_row(p)));
-  if (cache_rows > 0) per_pass = std::min(per_pass, std::max<int64_t>(kMaxRowsPerBlock, cache_rows));
-  per_pass -= per_pass % kMaxRowsPerBlock;
+  // Chunks of a head start at multiples of kKnotRows rows (a multiple of kMaxRowsPerBlock), so that a pass holds
+  // the knot form's tiles whole.
+  constexpr int64_t align = budget::kKnotRows;
+  static_assert(budget::kKnotRows % kMaxRowsPerBlock == 0, "a tile is whole blocks of rows");
+  int64_t per_pass = std::max<int64_t>(align, int64_t(pass_bytes() / workspace_per_row(p)));
+  if (cache_rows > 0) per_pass = std::min(per_pass, std::max<int64_t>(align, cache_rows));
+  per_pass -= per_pass % align;
   std::vector<Pass> passes;
   if (n_q == 0) return passes;
   if (n_q <= per_pass) {
@@ -229,7 +233,7 @@ namespace {
 struct Workspace {
   Shape s;
   DeviceBuffer key_lengths, dense, o_ref, o_err, lse_ref, lse_err, a_factor, a_floor, o_bound, o_bound_prob, lse_bound, lse_bound_prob,
-      scale_a, key_vmax, key_vmin, sums, best, selected, cand, count, scores, split, detect;
+      scale_a, key_vmax, key_vmin, sums, best, selected, cand, count, scores, split, detect, knots;
   BudgetWeights weights{};  // over `split`, when it is allocated
   int vblocks = 0;
   // The budgets read the reference's fill of the score cache (reference_and_budget); decided in the first
@@ -292,6 +296,51 @@ size_t allocate_split(const Problem& p, int64_t pass_rows, Workspace& w) {
   return bytes;
 }
 
+// The knot form's workspace (oracle_types.h KnotWork) for the two-kernel form's slots: per slot the rows' fp16
+// weights, terms, the products' chains and the elements' marks, and V's fp16 values per column. Refused with
+// its size where it cannot be had.
+size_t allocate_knots(const Problem& p, Workspace& w) {
+  const int64_t slots = w.weights.slots, pad = knot_keys_pad(p.n_k), cols = int64_t(p.batch) * p.heads_kv * p.dv;
+  const size_t planes = 3 * size_t(slots) * size_t(pad) * sizeof(uint16_t);  // a multiple of 128 bytes
+  const size_t rows_b = size_t(slots) * sizeof(KnotRowTerms);
+  const size_t partial = size_t(knot_splits(p.n_k)) * kKnotSums * size_t(slots) * p.dv * sizeof(float);
+  const size_t values = 2 * size_t(cols) * size_t(pad) * sizeof(uint16_t), rc = size_t(cols) * sizeof(double);
+  const size_t done = size_t(slots) * p.dv, col = size_t(cols);
+  const size_t knots = size_t(slots) * p.dv * sizeof(float4);
+  const size_t bytes = planes + rows_b + partial + values + rc + knots + done + col;
+  if (cudaMalloc(&w.knots.ptr, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    w.knots.ptr = nullptr;
+    throw std::runtime_error("GPU oracle: the knot form's workspace (" + std::to_string(bytes) +
+                             " bytes) could not be had on the device");
+  }
+  w.knots.bytes = bytes;
+  poison_if_asked(w.knots.ptr, bytes);
+  // The 16-byte copies' operands and the knots first (planes, V's values, knots), then the 8-byte fields, then
+  // the bytes.
+  unsigned char* at = static_cast<unsigned char*>(w.knots.ptr);
+  KnotWork& k = w.weights.knot;
+  k.keys_pad = pad, k.splits = knot_splits(p.n_k);
+  k.w = reinterpret_cast<uint16_t*>(at);
+  k.w3 = k.w + size_t(slots) * size_t(pad);
+  k.wz = k.w3 + size_t(slots) * size_t(pad);
+  at += planes;
+  k.x = reinterpret_cast<uint16_t*>(at);
+  k.x2 = k.x + size_t(cols) * size_t(pad);
+  at += values;
+  k.knots = reinterpret_cast<float4*>(at);  // 16-byte aligned: the planes and values are multiples of 128 bytes
+  at += knots;
+  k.rc = reinterpret_cast<double*>(at);
+  at += rc;
+  k.rows = reinterpret_cast<KnotRowTerms*>(at);
+  at += rows_b;
+  k.partial = reinterpret_cast<float*>(at);
+  at += partial;
+  k.done = at;
+  k.col = at + done;
+  return bytes;
+}
+
 void allocate(const Problem& p, const BudgetRequest& basis, const DeviceTensors& t, int64_t pass_rows, Workspace& w) {
   w.s = shape_of(p, basis.options);
   Shape& s = w.s;
@@ -331,6 +380,12 @@ bool score_kernel_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+// BudgetRequest::knot_sums, or FLASHCHECK_ORACLE_KNOTS=1 for every request (with the row form).
+bool knots_asked(const BudgetRequest& basis) {
+  const char* e = std::getenv("FLASHCHECK_ORACLE_KNOTS");
+  return basis.knot_sums || (e && std::strcmp(e, "1") == 0);
+}
+
 // The budgets a basis runs, one per way it leaves open (merged by the maximum), in launch order.
 std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& basis) {
   std::vector<BudgetParams> out;
@@ -346,6 +401,7 @@ std::vector<BudgetParams> basis_budgets(const Problem& p, const BudgetRequest& b
       else if (a == Accumulation::ieee_fp32) continue;
       out.push_back(params_of(budget_constants(p, o, basis.tile_n), !out.empty()));
       out.back().row_form = !per_key_eta && !out.back().l_fp32 && !out.back().op_round;
+      out.back().knots = out.back().row_form && knots_asked(basis);
     }
   return out;
 }
@@ -413,6 +469,7 @@ void reference_and_budget(const Problem& p, const BudgetRequest& basis, Workspac
     if (bp.row_form && !w.split.ptr)
       throw std::runtime_error("GPU oracle: the row form of the budget (per_key_eta = false) runs in the two-kernel "
                                "budget, whose workspace could not be had here");
+    if (bp.knots && !w.knots.ptr) throw std::logic_error("GPU oracle: the knot form runs without its workspace");
     check(launch_budget(s, bp, in, out, w.split.ptr ? &w.weights : nullptr), "budget kernel");
   }
   check(cudaEventRecord(ev.e[2]), "event");
@@ -565,6 +622,11 @@ Verdict judge(const Problem& p, const BudgetRequest& basis, const DeviceTensors&
     }
   }
   result.timing.peak_device_bytes += allocate_split(p, max_pass_rows(passes), w);
+  for (const BudgetParams& bp : basis_budgets(p, basis))
+    if (bp.knots && w.split.ptr) {
+      result.timing.peak_device_bytes += allocate_knots(p, w);
+      break;
+    }
   Events ev;
   check(cudaEventRecord(ev.e[0]), "event");
   check(launch_key_v_range(w.s, w.key_vmax.as<double>(), w.key_vmin.as<double>()), "key V range kernel");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reference/cuda/budget_kernel.cuh"
+#include "reference/cuda/budget_knot_kernels.cuh"
 #include "reference/cuda/budget_sums_kernel.cuh"
 #include "reference/cuda/reference_kernel.cuh"
 #include "reference/cuda/reference_tiled_kernel.cuh"
@@ -122,6 +123,32 @@ size_t budget_split_bytes_per_row(int64_t n_k) {
          size_t(budget_split_words(n_k)) * sizeof(double) + sizeof(RowTerms);
 }
 
+int64_t knot_keys_pad(int64_t n_k) { return (n_k + kKnotChunkKeys - 1) / kKnotChunkKeys * kKnotChunkKeys; }
+int knot_splits(int64_t n_k) { return int((knot_keys_pad(n_k) + kKnotSplitKeys - 1) / kKnotSplitKeys); }
+
+namespace {
+
+// The knot form after the weights kernel of one launch of n blocks (s.block0 the launch's first): the rows'
+// fp16 weights, the products over the tiles of the heads the launch's rows belong to (blocks of four tiles of
+// one head; those without a row of the launch return at once), each element's knots or chains.
+void launch_knots(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,
+                  const BudgetWeights& w, unsigned n, int rows) {
+  knot_weights_kernel<<<n, 32 * rows>>>(s, bp, in, w);
+  const int64_t per_head = s.blocks_per_head(), tiles_per_head = (s.n_q + budget::kKnotRows - 1) / budget::kKnotRows;
+  const int64_t bh0 = s.block0 / per_head, heads = (s.block0 + n - 1) / per_head - bh0 + 1;
+  const int64_t groups = (tiles_per_head + kKnotWarps - 1) / kKnotWarps;
+  knot_tiles_kernel<<<unsigned((heads * tiles_per_head * s.dv + 255) / 256), 256>>>(s, in, w, n, bh0, heads);
+  const dim3 grid(unsigned(heads * groups), unsigned((s.dv + kKnotCols - 1) / kKnotCols), unsigned(w.knot.splits));
+  knot_products_kernel<0><<<grid, 32 * kKnotWarps, kKnotSmemBytes>>>(s, w, n, bh0, groups);
+  knot_products_kernel<1><<<grid, 32 * kKnotWarps, kKnotSmemBytes>>>(s, w, n, bh0, groups);
+  knot_products_kernel<2><<<grid, 32 * kKnotWarps, kKnotSmemBytes>>>(s, w, n, bh0, groups);
+  const int64_t elements = int64_t(n) * rows * s.dv;
+  knot_finalize_kernel<<<unsigned((elements + 255) / 256), 256>>>(s, bp, in, out, w, n);
+  knot_chains_kernel<<<unsigned(std::min<int64_t>((elements + 7) / 8, 132 * 64)), 256>>>(s, bp, in, out, w, n);
+}
+
+}  // namespace
+
 cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,
                           const BudgetWeights* split) {
   Shape s = pass;
@@ -146,13 +173,17 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
     if (e == cudaSuccess) e = allow_max_smem(sums);
     if (e != cudaSuccess) return e;
     const int64_t per_launch = split->slots / rows;
+    // V's fp16 values per column for this budget's flags (the small values' bound is the recipe's).
+    if (bp.knots)
+      knot_v_kernel<<<unsigned(int64_t(s.batch) * s.heads_kv * s.dv), 256>>>(s, bp, split->v32, split->knot);
     const int groups = (s.dv + 32 * cols - 1) / (32 * cols);
     const int64_t block0 = s.block0;
     for (int64_t k0 = 0; k0 < blocks; k0 += per_launch) {
       s.block0 = block0 + k0;
       const unsigned n = unsigned(std::min<int64_t>(per_launch, blocks - k0));
       weights<<<n, 32 * rows, smem>>>(s, bp, in, out, *split);
-      sums<<<n * unsigned(groups), 32 * rows, sums_smem>>>(s, bp, in, out, *split, groups);
+      if (bp.knots) launch_knots(s, bp, in, out, *split, n, rows);
+      else sums<<<n * unsigned(groups), 32 * rows, sums_smem>>>(s, bp, in, out, *split, groups);
     }
     return cudaGetLastError();
   }

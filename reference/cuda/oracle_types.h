@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "reference/budget_knots.h"
 #include "reference/budget_sums.h"
 #include "reference/cuda/fast_div.h"
 #include "reference/element_verdict.h"
@@ -114,6 +115,9 @@ struct BudgetParams {
   // key's interval from the row's eta bound, and the sums with one weight a key (budget_sums.h
   // RowColumnSum). Two-kernel budget only.
   bool row_form;
+  // With the row form: its centred sums through knots (reference/budget_knots.h, docs/error-analysis.md
+  // §3.18; BudgetRequest::knot_sums), the products on the fp16 tensor cores (budget_knot_kernels.cuh).
+  bool knots;
   // x / tile_n and x / (tc ? block : 1) for a key offset x < 2^31 (the oracle refuses N_k >= 2^31).
   FastDiv tile_div, block_div;
 };
@@ -160,6 +164,34 @@ struct RowTerms {  // what the element bounds need of the row, from the weights 
   long long n;
   int T, raises, merge, state;
 };
+// The knot form's workspace (BudgetParams::knots), beside the two-kernel form's. Per row of a launch: its fp16
+// weights (W = e, W3 = e^2 and WZ = z, each scaled per row; 0 where the row does not see the key) over
+// keys_pad keys, the row's part (KnotRowTerms), the products' chains per key split, and per element whether
+// the knots certified it. Per judgement: V's fp16 values per column at both scales, each column's scale and
+// flags. fp16 numbers travel as their bits.
+inline constexpr int kKnotSplitKeys = budget::kKnotChainKeys;  // keys a chain of the products (and a split)
+inline constexpr int kKnotChunkKeys = 64;  // keys the products stage at a time
+inline constexpr int kKnotSums = 7;  // F0, F1, M, G0, G1, Z0, Z1 (budget_knots.h KnotSums)
+enum KnotColumnFlags : unsigned { kKnotColumnExact = 1, kKnotColumnSmall = 2 };
+struct KnotRowTerms {
+  budget::KnotRow row;
+  double x_sub, x_small;  // the row's alignment excess bounds (docs/error-analysis.md §3.18)
+  int n_blocks, max_tile_blocks;  // the row's counts: every visible key counts
+  int any_zeta;
+};
+struct KnotWork {
+  uint16_t *w, *w3, *wz;  // [slots * keys_pad]
+  KnotRowTerms* rows;     // [slots]
+  float* partial;         // [splits][kKnotSums][slots * dv]
+  float4* knots;          // [slots * dv]: the row's tile's knots in the column (t0, t1, and at the squares' scale;
+                          // t0 NaN where they are not ok), made once a launch (knot_tiles_kernel)
+  unsigned char* done;    // [slots * dv]: the knots certified the element, or it needs no sums
+  uint16_t *x, *x2;       // [B * Hkv * dv * keys_pad]: x = fp16(v rc), x2 = fp16(v rc kKnotSquareScale)
+  double* rc;             // [B * Hkv * dv]
+  unsigned char* col;     // [B * Hkv * dv]: KnotColumnFlags
+  int64_t keys_pad;       // n_k rounded up to kKnotChunkKeys
+  int splits;             // keys_pad / kKnotSplitKeys, rounded up (the last split may be shorter)
+};
 struct BudgetWeights {
   float4* w;          // [slots * n_k]: each key's whi, err_c, third, ep (0 where the row does not see it)
   float* zeta;        // [slots * n_k]: its zeta (FA-2 convention only; in the row form z, where zeta_keys says)
@@ -171,6 +203,7 @@ struct BudgetWeights {
   RowTerms* rows;     // [slots]
   const float* v32;   // [B * Hkv * Nk * dv]: V's stored values as fp32 (exact; launch_stored_v)
   int64_t slots, words;
+  KnotWork knot;      // BudgetParams::knots only
 };
 
 struct VerdictIn {
@@ -219,6 +252,9 @@ cudaError_t launch_budget(const Shape& s, const BudgetParams& bp, const BudgetIn
 int budget_split_rows_per_block(int d, int dv);
 size_t budget_split_bytes_per_row(int64_t n_k);
 int64_t budget_split_words(int64_t n_k);  // BudgetWeights::words
+// The knot form's workspace (KnotWork): keys a row's weights span, splits of the products.
+int64_t knot_keys_pad(int64_t n_k);
+int knot_splits(int64_t n_k);
 cudaError_t launch_verdict(const Shape& s, const VerdictIn& in, VerdictSums* sums, double* best, int blocks);
 // How many elements of `tests` random m16n8k4 float64 products differ from the fma chain over their four
 // products in ascending order (dmma_check.cu; 0 is what dmma.cuh assumes), or in descending order (the
