@@ -323,8 +323,13 @@ TEST(OracleAgreement, SumsKernelsColumnsALaneKeepTheSingleKernelsBits) {
 // takes the row's eta bound before any key's weight and its sums kernel one weight a key; its bounds agree
 // with the CPU's row form (BudgetTerms::per_key_eta = false) on the GPU's reference to 1e-9, on every recipe
 // (those the row form leaves out keep the per-key form on both sides), value dims on each side of the sums
-// kernel's two and four columns a lane, and the hostile values; none is below the per-key form's by more
-// than that; and a budget with no split workspace is refused by name.
+// kernel's two and four columns a lane, and the hostile values; and a budget with no split workspace is refused
+// by name. How many bounds fall below the per-key form's is printed, not asserted: where the row's eta bound is
+// about each key's own (equal scores), the per-key form's weights, each rounded up to fp32, carry more rounding
+// slack than the row form's one weight a key (up to 5e-7 relative on the CPU's budgets of these problems, and a
+// few percent on bounds of 1e-44, where each per-key weight's floor is fp32's smallest subnormal). Both are
+// certified upper bounds of the same exact sums (budget_sums_test); the row form's soundness rests on its eta
+// bound (RowEtaBound.AtLeastEveryKeysEta), not on this order.
 TEST(OracleAgreement, RowFormAgreesWithTheCpu) {
   std::string why;
   if (!gpu::oracle_available(&why)) GTEST_SKIP() << "no GPU oracle here (" << why << "): SKIPPED, not passed";
@@ -332,7 +337,7 @@ TEST(OracleAgreement, RowFormAgreesWithTheCpu) {
   const int dims[] = {48, 64, 128, 160};
   BudgetTerms row;
   row.per_key_eta = false;
-  size_t compared = 0;
+  size_t compared = 0, below_per_key = 0;
   const char* env_cases = std::getenv("FC_ORACLE_AGREEMENT_CASES");  // a prefix under compute-sanitizer
   const int cases = env_cases ? std::clamp(std::atoi(env_cases), 1, 96) : 96;
   for (int n = 0; n < cases; ++n) {
@@ -352,7 +357,7 @@ TEST(OracleAgreement, RowFormAgreesWithTheCpu) {
       ASSERT_TRUE(same_bound(g.budget.o_bound[x], cpu.o_bound[x]))
           << what << " bound O[" << x << "] gpu " << g.budget.o_bound[x] << " cpu " << cpu.o_bound[x];
       ASSERT_TRUE(same_bound(g.budget.o_bound_probabilistic[x], cpu.o_bound_probabilistic[x])) << what << " " << x;
-      ASSERT_FALSE(g.budget.o_bound[x] < per_key.budget.o_bound[x] * (1 - 1e-9)) << what << " " << x;
+      below_per_key += g.budget.o_bound[x] < per_key.budget.o_bound[x];
       ++compared;
     }
     for (size_t x = 0; x < p.lse_size(); ++x)
@@ -371,7 +376,8 @@ TEST(OracleAgreement, RowFormAgreesWithTheCpu) {
     EXPECT_NE(std::string(err.what()).find("row form"), std::string::npos) << err.what();
   }
   unsetenv("FLASHCHECK_ORACLE_SPLIT_BYTES");
-  std::printf("%d problems: %zu bounds of the row form agree with the CPU's\n", cases, compared);
+  std::printf("%d problems: %zu bounds of the row form agree with the CPU's (%zu below the per-key form's)\n", cases,
+              compared, below_per_key);
 }
 
 // The knot form (BudgetRequest::knot_sums; docs/error-analysis.md §3.18): the CPU runs the products' chains as
