@@ -33,7 +33,7 @@ struct BudgetTerms {
   // Not a term but its form: false takes the row form where its sums apply (the default convention without
   // tf32's operand term): every key of a row gets the weight interval of the row's eta bound (sound and
   // looser, §3.6), and the sums over (key, column) one weight a key; measured by budget_report's section 4
-  // (CPU only: the GPU oracle computes the default form).
+  // (the GPU oracle takes it on request: BudgetRequest::per_key_eta).
   bool per_key_eta = true;
   // With the row form: the centred sums of each tile of 16 rows through knots (budget_knots.h, §3.18), as fp16
   // matrix products would make them, where V's stored values are exact in fp16 after a power-of-two scale
