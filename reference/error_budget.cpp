@@ -168,7 +168,8 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
   std::vector<char> plain_column;    // per column of the head: no V of 0, none below the operands' normal range
   std::vector<size_t> sub_keys;      // the row's keys whose P~ may be subnormal (tensor cores)
   const double lambda = kProbabilisticLambda;
-  // The knot form (terms.knot_sums, §3.18): its state per head, tile of kKnotRows rows and row.
+  // The knot form (terms.knot_sums, §3.18): its state per head, tile of kKnotRows rows and row. Its condition is
+  // the row form's (below) and knot_sums: every row of the budget then takes the row form.
   const bool knot_form = !terms.per_key_eta && terms.knot_sums && !o.l_from_fp32_p && !op_term;
   KnotWalk knots;
   std::vector<double> knot_lo, knot_hi, knot_o;
@@ -445,7 +446,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         const double w_mult = w_multiplier(eta_w, uP, sumE);
 
         // §3.18 The knot form: each column's sums from the tile's knots (used where certified).
-        if (knot_form && row_form) {
+        if (knot_form) {
           knot_o.resize(size_t(p.dv));
           for (int c = 0; c < p.dv; ++c) {
             const double O = ref.out.o[o0 + c];
@@ -501,7 +502,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
           const double O = ref.out.o[oi];
           const double oe = ref.o_error_bound[oi];
           B.scale_d[oi] = D / sumE;
-          if (knot_form && row_form) {
+          if (knot_form) {
             excess = std::max(knot_x_sub, knots.small_column(c) ? knot_x_small : 0.0);
             cn = plain_counts;
           }
@@ -589,7 +590,7 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
             if (p_sub[x]) sub_keys.push_back(x);
         // The knots' excess bound: a key with a subnormal P~ at its largest |V| (alignment_magnitude rises with
         // |V|), and in a column with a nonzero V below the operands' normal range, any key at that range's bound.
-        if (knot_form && row_form && tc) {
+        if (knot_form && tc) {
           for (size_t x : sub_keys)
             knot_x_sub = std::max(knot_x_sub, excess_of(x, key_vabs[size_t(keys[x])] / std::fabs(vd)));
           for (size_t x = 0; x < n; ++x) knot_x_small = std::max(knot_x_small, excess_of(x, mn_op));
