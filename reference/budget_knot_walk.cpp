@@ -62,14 +62,11 @@ void KnotWalk::row(const std::vector<int64_t>& keys, const std::vector<RowWeight
                    const std::vector<double>& o, double vd) {
   bounds_.assign(size_t(dv_), KnotBounds{0, 0, 0, false});
   if (n == 0) return;
-  // The fp16 weights: e scaled so that the row's largest lies in [2^14, 2^15), rounded up; e^2 (exact in
-  // double) likewise; the underflowed keys' z (0 for the others) likewise.
-  double emax = 0, zmax = 0;
-  for (size_t x = 0; x < n; ++x) {
-    emax = std::max(emax, double(rw[x].e));
-    zmax = std::max(zmax, double(rw[x].z));
-  }
-  const double sc = fp16_scale(emax), sc3 = fp16_scale(emax * emax), scz = fp16_scale(zmax), nd = double(n);
+  // The fp16 weights: e and e^2 (exact in double) scaled by kKnotRowScale (the row's largest e is 1), rounded
+  // up; the underflowed keys' z (0 for the others) scaled so that the row's largest lies in [2^14, 2^15).
+  double zmax = 0;
+  for (size_t x = 0; x < n; ++x) zmax = std::max(zmax, double(rw[x].z));
+  const double sc = kKnotRowScale, sc3 = kKnotRowScale, scz = fp16_scale(zmax), nd = double(n);
   w_.resize(n), w3_.resize(n), wz_.resize(n);
   double w_sum = 0, w3_sum = 0, wz_sum = 0;
   for (size_t x = 0; x < n; ++x) {

@@ -61,6 +61,12 @@ FC_HOST_DEVICE inline double to_fp16(double x, Round16 r) {
 #endif
 }
 
+// A row's scale of W and W3: fp16_scale (below) of its largest e and of that squared. Its largest e is 1: its
+// largest score's key has E = exp(0) = 1 and every other E is at most 1 (budget_sums.h row_weights rounds E up to
+// fp32, which keeps 1), so the scale is known before any key's weight is made (the GPU writes the fp16 weights
+// as it makes each e). Any power of two would be sound (W = e 2^14 <= 2^14 cannot overflow); this one is tightest.
+inline constexpr double kKnotRowScale = 0x1p14;
+
 // The power of two that brings m > 0 into [2^14, 2^15) (1 for 0).
 FC_HOST_DEVICE inline double fp16_scale(double m) {
   if (!(m > 0) || !(m <= 1e300)) return 1.0;

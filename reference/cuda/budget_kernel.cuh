@@ -22,6 +22,7 @@
 #include "reference/abs_scale_bound.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/budget_column_sums.cuh"
+#include "reference/cuda/budget_knot_weights.cuh"
 #include "reference/cuda/oracle_common.cuh"
 
 namespace fc::gpu::detail {
@@ -93,11 +94,12 @@ __device__ __forceinline__ double key_z(const Shape& s, const BudgetParams& bp, 
 
 // The two-kernel form: a key's weights, zero where the row does not see it (the sums kernel copies a
 // chunk's weights whole, ahead of its sums, and reads those of the keys the row sees).
-// The row form writes e alone (its z only where zeta_keys says).
+// The row form writes e alone (its z only where zeta_keys says), and with the knots their W and W3.
 __device__ __forceinline__ void split_zero_weights(const BudgetWeights& wts, int64_t slot, int64_t n_k, int64_t j,
-                                                   bool l_fp32, bool row_form) {
+                                                   bool l_fp32, bool row_form, bool knots = false) {
   if (row_form) {
     wts.e[slot * n_k + j] = 0.f;
+    if (knots) KnotRowWeights::zero(wts.knot, slot * wts.knot.keys_pad + j);
     return;
   }
   wts.w[slot * n_k + j] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -139,13 +141,16 @@ __host__ __device__ constexpr size_t budget_smem(int d, int dv, int rows, bool s
 // on latencies, which more warps hide (H200, Nsight Compute at (1, 4, 4096, 128) bf16: 4.35 ms, 5.38 ms).
 // kRowForm: the weights kernel of the row form (BudgetParams::row_form), a copy of its own so that the
 // per-key form's registers stay as they were (the row form's z_min and eta bound cost it 32 bytes of stack).
-template <bool kStagedK2, bool kOpRound, bool kLFp32, bool kSplit, bool kRowForm = false>
+// kKnots: the row form's with the knot form's weights (budget_knot_weights.cuh), made with each key's e, and
+// the row's counts per tile, which the knot form's elements take.
+template <bool kStagedK2, bool kOpRound, bool kLFp32, bool kSplit, bool kRowForm = false, bool kKnots = false>
 __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPerBlock), kSplit ? 4 : 1)
     budget_kernel(Shape s, BudgetParams bp_arg, BudgetIn in, BudgetOut out, BudgetWeights wts) {
   BudgetParams bp = bp_arg;
   bp.op_round = kOpRound;
   bp.l_fp32 = kLFp32;
   static_assert(!kRowForm || (kSplit && !kLFp32 && !kOpRound), "the row form is the default convention's weights kernel");
+  static_assert(!kKnots || kRowForm, "the knot form is the row form's");
   constexpr bool row_form = kRowForm;
   extern __shared__ double smem_d[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -182,6 +187,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       RowTerms skip{};
       skip.state = kRowSkip;
       wts.rows[slot] = skip;
+      if constexpr (kKnots) wts.knot.rows[slot] = KnotRowTerms{};  // any_zeta 0: the products read no WZ of it
     }
   }
 
@@ -257,6 +263,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   // one tile and warp votes do the walk; otherwise lane 0 walks the keys in order.
   const bool aligned = bp.tile_n % kChunk == 0;
   int raises = 0, T = 0, max_tile_keys = 1, n_blocks_all = 0;
+  int tile_blocks = 0, max_tile_blocks = 0;  // kKnots: the current tile's blocks, and the most of any tile
   int lane_cnt[4] = {0, 0, 0, 0};
   int walk_tile = -1, keys_in_tile = 0, last_blk_tile = -1, last_blk = -1;
   double tmax = -inf, walk_run = -inf, run_first = -inf;
@@ -295,7 +302,12 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     const int prev = before ? 31 - __clz(before) : -1;
     const int prev_blk = __shfl_sync(0xffffffffu, blk, prev < 0 ? 0 : prev);
     const bool starts = vis && (prev < 0 ? tile != last_blk_tile || blk != last_blk : blk != prev_blk);
-    n_blocks_all += __popc(__ballot_sync(0xffffffffu, starts));
+    const int nb = __popc(__ballot_sync(0xffffffffu, starts));
+    n_blocks_all += nb;
+    if constexpr (kKnots) {
+      tile_blocks = (tile != last_blk_tile ? 0 : tile_blocks) + nb;
+      max_tile_blocks = max(max_tile_blocks, tile_blocks);
+    }
     last_blk = __shfl_sync(0xffffffffu, blk, 31 - __clz(visible_lanes));
     last_blk_tile = tile;
   };
@@ -434,7 +446,13 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           const int64_t off = key - int64_t(tile) * bp.tile_n;
           lane_cnt[(off % 8) / 2]++;
           const int blk = int(fast_div(bp.block_div, uint32_t(off)));
-          if (tile != last_blk_tile || blk != last_blk) ++n_blocks_all;
+          if (tile != last_blk_tile || blk != last_blk) {
+            ++n_blocks_all;
+            if constexpr (kKnots) {
+              tile_blocks = tile != last_blk_tile ? 1 : tile_blocks + 1;
+              max_tile_blocks = max(max_tile_blocks, tile_blocks);
+            }
+          }
           last_blk_tile = tile;
           last_blk = blk;
         }
@@ -449,6 +467,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
   if (row_form) run_first = __shfl_sync(0xffffffffu, run_first, 0);
   max_tile_keys = __shfl_sync(0xffffffffu, max_tile_keys, 0);
   n_blocks_all = __shfl_sync(0xffffffffu, n_blocks_all, 0);
+  if constexpr (kKnots) max_tile_blocks = __shfl_sync(0xffffffffu, max_tile_blocks, 0);
   for (int x = 0; x < 4; ++x)
     lane_cnt[x] = aligned ? int(__reduce_add_sync(0xffffffffu, (lane % 8) / 2 == x ? unsigned(lane_keys) : 0u))
                           : __shfl_sync(0xffffffffu, lane_cnt[x], 0);
@@ -466,6 +485,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
                                     budget::EtaTerms{true, true, true});
     ex_row = budget::eta_exp(eta_row);
   }
+  KnotRowWeights knot_row;
+  const int64_t seg_first = (br.lo / seg) * seg;  // kKnots: the first key the third sweep reaches
 
   // Sweep 3, once per column group: per segment of whole tiles, the scores, the tile walk, the weights per
   // key and the sums per column.
@@ -483,8 +504,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     double seg_run = -inf;
     int seg_later = 0;
     if constexpr (kSplit)  // the keys before the first segment that the sums kernel's first chunk holds
-      for (int64_t j = chunk_floor(br.lo) + lane; j < (br.lo / seg) * seg; j += 32)
-        split_zero_weights(wts, slot, s.n_k, j, kLFp32, row_form);
+      for (int64_t j = chunk_floor(br.lo) + lane; j < seg_first; j += 32)
+        split_zero_weights(wts, slot, s.n_k, j, kLFp32, row_form, kKnots && !idle);
     for (int64_t s0 = (br.lo / seg) * seg; s0 < br.hi; s0 += seg) {
       const int ns = int(min(int64_t(seg), br.hi - s0));
       // The segment's scores.
@@ -631,6 +652,10 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
               wts.e[at] = rw.e;
               zeta_key = rw.z > 0.f;
               if (zeta_key) wts.zeta[at] = rw.z;
+              if constexpr (kKnots)
+                knot_row.add(
+                    wts.knot, slot * wts.knot.keys_pad + s0 + x, rw, p_sub, bp, s.vd,
+                    [&] { return budget::row_whi(rw, budget::row_factors(ex_row, bp.uP)); }, [&] { return in.key_vmax[kv0 + s0 + x]; });
             } else {
               wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
             }
@@ -639,7 +664,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
         }
         if constexpr (kSplit) {
           if (lane < nc && !(visible_lanes >> lane & 1u))
-            split_zero_weights(wts, slot, s.n_k, s0 + x, kLFp32, row_form);
+            split_zero_weights(wts, slot, s.n_k, s0 + x, kLFp32, row_form, kKnots && !idle);
           // The chunk's bits at their keys' places (a chunk starts at a multiple of 32 only where the step
           // is one); only words with a visible key are touched, and those the prologue cleared.
           const unsigned p_sub_lanes = __ballot_sync(0xffffffffu, p_sub);
@@ -731,6 +756,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
       wts.rows[slot] = RowTerms{den,  eps_l, eps_l_prob, floor_abs, w_mult, zeta_vmax, key_sums,
                                 row_form ? budget::row_factors(ex_row, bp.uP) : budget::RowFactors{},
                                 n,    T,     raises,     merge,     outside ? kRowOutside : kRowSums};
+    if constexpr (kKnots)
+      knot_row.finish(wts.knot, slot, n, n_blocks_all, max_tile_blocks, min(chunk_floor(br.lo), seg_first), br.hi,
+                      lane);
     if constexpr (!kSplit) {
       cs.finish(bp);
       const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax, key_sums, int(n), T,

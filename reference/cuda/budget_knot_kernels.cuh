@@ -1,10 +1,10 @@
 // The knot form of the two-kernel budget (BudgetParams::knots; reference/budget_knots.h, docs/error-analysis.md
 // §3.18): after the row form's weights kernel, the centred sums of each head's tiles of kKnotRows rows come
-// from products on the fp16 tensor cores instead of the sums kernel's loop per (row, key, column).
+// from products on the fp16 tensor cores instead of the sums kernel's loop per (row, key, column). The rows'
+// fp16 weights W and W3, their sums, counts and alignment excess bounds (what error_budget.cpp's knot walk takes
+// from the row) come from the weights kernel itself (budget_knot_weights.cuh), WZ from knot_zeta_kernel.
 //
 //   knot_v_kernel        once per judgement: each column's scale, V's fp16 values at both scales, the flags;
-//   knot_weights_kernel  per row: its fp16 weights W, W3, WZ over all keys, their sums, the row's counts and
-//                        alignment excess bounds (what error_budget.cpp's knot walk takes from the row);
 //   knot_tiles_kernel    per tile and column: its knots (the smallest and largest o of its rows), into its
 //                        rows' slots;
 //   knot_products_kernel per tile, 64 columns and split of kKnotSplitKeys keys: the chains of the seven
@@ -26,13 +26,12 @@
 #include "reference/budget_knots.h"
 #include "reference/budget_terms.h"
 #include "reference/cuda/budget_column_sums.cuh"
+#include "reference/cuda/budget_knot_weights.cuh"
 #include "reference/cuda/hmma.cuh"
 #include "reference/cuda/oracle_common.cuh"
 
 namespace fc::gpu::detail {
 
-__device__ __forceinline__ uint16_t fp16_bits(double x) { return __half_as_ushort(__double2half(x)); }  // x is fp16
-__device__ __forceinline__ double fp16_value(uint16_t b) { return double(__half2float(__ushort_as_half(b))); }
 
 // Block-wide maximum and "all" of one value a thread (blockDim.x a multiple of 32, at most 1024).
 __device__ __forceinline__ double block_max(double x, double* red) {
@@ -47,7 +46,8 @@ __device__ __forceinline__ double block_max(double x, double* red) {
 
 // One block a column of a key-value head: its scale rc (2 max |V| into [2^14, 2^15)), whether every value is
 // within delta of its fp16 value at both scales and finite (KnotWalk::head), whether one is a nonzero value
-// below the operands' normal range (tensor cores only), and the values' fp16 bits (0 for the padding keys).
+// below the operands' normal range (tensor cores only), and the values' fp16 bits (0 for the padding keys) and
+// stored values (for knot_chains_kernel, whose lanes then read consecutive keys of a column).
 __global__ void knot_v_kernel(Shape s, BudgetParams bp, const float* v32, KnotWork kw) {
   __shared__ double red[32];
   const int64_t bhkv = blockIdx.x / s.dv;
@@ -70,99 +70,13 @@ __global__ void knot_v_kernel(Shape s, BudgetParams bp, const float* v32, KnotWo
     const double v = j < s.n_k ? double(v32[v_base(s, b, hk, j) + c]) : 0.0;
     if (bad == 0 && !(budget::knot_value_exact(v, rc) && budget::knot_value_exact(v, rs))) inexact = 1;
     x[j] = bad == 0 ? fp16_bits(budget::knot_value(v, rc)) : 0;
+    kw.vt[blockIdx.x * kw.keys_pad + j] = float(v);
     x2[j] = bad == 0 ? fp16_bits(budget::knot_value(v, rs)) : 0;
   }
   inexact = block_max(inexact, red);
   if (threadIdx.x == 0) {
     kw.rc[blockIdx.x] = rc;
     kw.col[blockIdx.x] = (bad == 0 && inexact == 0 ? kKnotColumnExact : 0u) | (small != 0 ? kKnotColumnSmall : 0u);
-  }
-}
-
-// The weights kernel's blocks (a warp a row): each row's fp16 weights over all keys_pad keys (0 where it
-// does not see the key, and for rows that take no part), and its KnotRowTerms.
-__global__ void knot_weights_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetWeights wts) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const BlockRows br = block_rows(s);
-  const int64_t i = br.i0 + warp, slot = int64_t(blockIdx.x) * s.rows_per_block + warp;
-  const KnotWork& kw = wts.knot;
-  RowTerms rt{};
-  rt.state = kRowSkip;
-  if (i < s.n_q) rt = wts.rows[slot];
-  const bool active = rt.state == kRowSums;
-  int64_t lo = 0, hi = 0;
-  if (active) row_key_range(s, i, br.len, lo, hi);
-  const unsigned* vis = wts.visible + slot * wts.words;
-  const unsigned* zk = wts.zeta_keys + slot * wts.words;
-  const unsigned* ps = wts.p_sub + slot * wts.words;
-  auto sees = [&](int64_t j) { return j >= lo && j < hi && (vis[j / 32] >> (j % 32) & 1u); };
-  auto weights = [&](int64_t j) {
-    const float e = wts.e[slot * s.n_k + j];
-    const float z = zk[j / 32] >> (j % 32) & 1u ? wts.zeta[slot * s.n_k + j] : 0.f;
-    return budget::RowWeights{e, z};
-  };
-  // The scales from the row's largest e and z.
-  double emax = 0, zmax = 0;
-  for (int64_t j = lo + lane; j < hi; j += 32)
-    if (sees(j)) {
-      const budget::RowWeights w = weights(j);
-      emax = fmax(emax, double(w.e));
-      zmax = fmax(zmax, double(w.z));
-    }
-  emax = warp_max(emax), zmax = warp_max(zmax);
-  const double sc = budget::fp16_scale(emax), sc3 = budget::fp16_scale(emax * emax), scz = budget::fp16_scale(zmax);
-  // The weights, their sums, and the excess bounds (KnotWalk, error_budget.cpp's knot_x_sub and knot_x_small).
-  double ws = 0, w3s = 0, wzs = 0, x_sub = 0, x_small = 0;
-  const int64_t kv0 = (int64_t(br.b) * s.heads_kv + br.hk) * s.n_k;
-  for (int64_t j = lane; j < kw.keys_pad; j += 32) {
-    uint16_t w = 0, w3 = 0, wz = 0;
-    if (active && sees(j)) {
-      const budget::RowWeights rw = weights(j);
-      const double e = rw.e, we = budget::knot_weight(e, sc), we3 = budget::knot_weight(e * e, sc3),
-                   wez = budget::knot_weight(rw.z, scz);
-      w = fp16_bits(we), w3 = fp16_bits(we3), wz = fp16_bits(wez);
-      ws += we, w3s += we3, wzs += wez;
-      if (bp.tc) {
-        const double whi = budget::max2(double(budget::row_whi(rw, rt.row)), bp.p_floor);
-        x_small = fmax(x_small, whi * bp.mn_op * s.vd);
-        if (ps[j / 32] >> (j % 32) & 1u) x_sub = fmax(x_sub, whi * align_mag(in.key_vmax[kv0 + j], bp.mn_op) * s.vd);
-      }
-    }
-    kw.w[slot * kw.keys_pad + j] = w;
-    kw.w3[slot * kw.keys_pad + j] = w3;
-    kw.wz[slot * kw.keys_pad + j] = wz;
-  }
-  ws = warp_sum(ws), w3s = warp_sum(w3s), wzs = warp_sum(wzs);
-  x_sub = warp_max(x_sub), x_small = warp_max(x_small);
-  // The row's counts (error_budget.cpp plain_counts): per tile of the softmax step, the blocks of the block-FMA
-  // model (single keys without tensor cores) that hold a visible key.
-  const int64_t step = bp.tile_n, blk = bp.tc ? bp.block : 1;
-  int n_blocks = 0, max_tile_blocks = 0;
-  if (active && hi > lo)
-    for (int64_t t = lo / step + lane; t <= (hi - 1) / step; t += 32) {
-      int cnt = 0;
-      const int64_t t_end = min((t + 1) * step, hi);
-      for (int64_t b0 = t * step; b0 < t_end; b0 += blk) {
-        bool any = false;
-        for (int64_t j = max(b0, lo); j < min(b0 + blk, t_end) && !any; ++j) any = sees(j);
-        cnt += any;
-      }
-      n_blocks += cnt;
-      max_tile_blocks = max(max_tile_blocks, cnt);
-    }
-  for (int o = 16; o; o /= 2) {
-    n_blocks += __shfl_xor_sync(0xffffffffu, n_blocks, o);
-    max_tile_blocks = max(max_tile_blocks, __shfl_xor_sync(0xffffffffu, max_tile_blocks, o));
-  }
-  if (lane == 0) {
-    const double n = double(rt.n);
-    KnotRowTerms k{};
-    k.row = budget::KnotRow{sc, sc3, scz, budget::double_sum_up(ws, n), budget::double_sum_up(w3s, n),
-                            budget::double_sum_up(wzs, n), budget::double_sum_low(w3s, n)};
-    k.x_sub = x_sub, k.x_small = x_small;
-    k.n_blocks = n_blocks, k.max_tile_blocks = max_tile_blocks;
-    k.any_zeta = zmax > 0;
-    kw.rows[slot] = k;
   }
 }
 
@@ -258,6 +172,15 @@ __global__ void __launch_bounds__(32 * kKnotWarps)
     slot[h] = own && i < s.n_q ? slot_of(s, launch_blocks, bh, i) : -1;
     if (kKind == 2 && slot[h] >= 0) any_zeta = any_zeta || kw.rows[slot[h]].any_zeta;
   }
+  // The block's rows' slots, once (the A copies below take them for every chunk).
+  __shared__ int64_t row_slots[kKnotWarps * budget::kKnotRows];
+  for (int x = threadIdx.x; x < kKnotWarps * budget::kKnotRows; x += blockDim.x) {
+    const int64_t wp = x / budget::kKnotRows, i = (first_tile + wp) * budget::kKnotRows + x % budget::kKnotRows;
+    int64_t sl = first_tile + wp < tiles_per_head && i < s.n_q ? slot_of(s, launch_blocks, bh, i) : -1;
+    // Rows with no sums to make (their weights unwritten) and, for WZ, rows without an underflowed key: zeros.
+    if (sl >= 0 && (wts.rows[sl].state != kRowSums || (kKind == 2 && !kw.rows[sl].any_zeta))) sl = -1;
+    row_slots[x] = sl;
+  }
   if (!__syncthreads_or(slot[0] >= 0 || slot[1] >= 0)) return;  // no row of the block's tiles in this launch
   const bool skip = !__any_sync(0xffffffffu, slot[0] >= 0 || slot[1] >= 0) ||
                     (kKind == 2 && !__any_sync(0xffffffffu, any_zeta));
@@ -285,11 +208,6 @@ __global__ void __launch_bounds__(32 * kKnotWarps)
   const uint16_t* xv = (kKind == 1 ? kw.x2 : kw.x) + (bhkv * s.dv) * kw.keys_pad;
   const uint16_t* wsrc = kKind == 0 ? kw.w : kKind == 1 ? kw.w3 : kw.wz;
   const int64_t kb = int64_t(blockIdx.z) * kKnotSplitKeys, ke = min(kb + kKnotSplitKeys, kw.keys_pad);
-  // The block's warps' rows (for the A copies: every thread copies for every warp).
-  auto row_slot = [&](int wp, int r) -> int64_t {
-    const int64_t i = (first_tile + wp) * budget::kKnotRows + r;
-    return first_tile + wp < tiles_per_head && i < s.n_q ? slot_of(s, launch_blocks, bh, i) : -1;
-  };
   auto load = [&](int64_t j0, int buf) {
     // V: kKnotCols columns x kKnotChunkKeys keys = 64 x 8 pieces of 16 bytes (columns past dv zeros).
     for (int x = threadIdx.x; x < kKnotCols * (kKnotChunkKeys / 8); x += blockDim.x) {
@@ -301,7 +219,7 @@ __global__ void __launch_bounds__(32 * kKnotWarps)
     // A: kKnotWarps x 16 rows x 8 pieces.
     for (int x = threadIdx.x; x < kKnotWarps * 16 * (kKnotChunkKeys / 8); x += blockDim.x) {
       const int p = x % (kKnotChunkKeys / 8), r = x / (kKnotChunkKeys / 8) % 16, wp = x / (kKnotChunkKeys / 8) / 16;
-      const int64_t sl = row_slot(wp, r);
+      const int64_t sl = row_slots[wp * budget::kKnotRows + r];
       cp_async_16_or_zero(a_at(buf, wp, r) + 4 * p, wsrc + (sl >= 0 ? sl * kw.keys_pad : 0) + j0 + 8 * p, sl >= 0);
     }
     cp_async_commit();
@@ -402,18 +320,18 @@ __device__ __forceinline__ void write_knot_row_element(const KnotElement& e, dou
 }
 
 // One thread an element of the launch: the knots' bound where certified; rows that take no part, rows outside
-// the model (no claim) and NaN elements are finished here too (as the sums kernel finishes them), so that
-// knot_chains_kernel runs only what the knots left.
+// the model (no claim), NaN elements and rows past n_q are finished here too (as the sums kernel finishes
+// them), so that knot_chains_kernel runs only what the knots left.
 __global__ void knot_finalize_kernel(Shape s, BudgetParams bp, BudgetIn in, BudgetOut out, BudgetWeights wts,
                                      int64_t launch_blocks) {
   const KnotWork& kw = wts.knot;
   const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= launch_blocks * s.rows_per_block * s.dv) return;
   const KnotElement e = knot_element(s, x / s.dv, int(x % s.dv));
-  if (!e.real) return;
   unsigned char& done = kw.done[x];
+  done = 1;  // rows past n_q too, so that knot_chains_kernel skips them on this byte alone
+  if (!e.real) return;
   const RowTerms rt = wts.rows[e.slot];
-  done = 1;
   if (rt.state == kRowSkip) return;
   const int64_t at = e.lr * s.dv + e.c;
   if (rt.state == kRowOutside) {
@@ -455,8 +373,8 @@ __global__ void knot_chains_kernel(Shape s, BudgetParams bp, BudgetIn in, Budget
   const int64_t elements = launch_blocks * s.rows_per_block * s.dv;
   for (int64_t x = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; x < elements;
        x += int64_t(gridDim.x) * blockDim.x / 32) {
+    if (kw.done[x]) continue;  // most elements: before any index arithmetic
     const KnotElement e = knot_element(s, x / s.dv, int(x % s.dv));
-    if (!e.real || kw.done[x]) continue;
     const RowTerms rt = wts.rows[e.slot];
     const int64_t at = e.lr * s.dv + e.c;
     const float o = budget::centred_at(in.o_ref[at], s.vd).o;
@@ -464,7 +382,7 @@ __global__ void knot_chains_kernel(Shape s, BudgetParams bp, BudgetIn in, Budget
     row_key_range(s, e.i, e.br.len, lo, hi);
     const unsigned* vis = wts.visible + e.slot * wts.words;
     const unsigned* zk = wts.zeta_keys + e.slot * wts.words;
-    const float* v = wts.v32 + v_base(s, e.br.b, e.br.hk, 0) + e.c;
+    const float* v = kw.vt + ((int64_t(e.br.b) * s.heads_kv + e.br.hk) * s.dv + e.c) * kw.keys_pad;
     budget::RowColumnSum sum;
     for (int64_t w = lo / kChunk + lane; w * kChunk < hi; w += 32) {
       const unsigned bits = vis[w], zbits = zk[w] & bits;
@@ -473,7 +391,7 @@ __global__ void knot_chains_kernel(Shape s, BudgetParams bp, BudgetIn in, Budget
         const int64_t j = w * kChunk + u;
         const bool zeta = zbits >> u & 1u;
         const budget::RowWeights rw{wts.e[e.slot * s.n_k + j], zeta ? wts.zeta[e.slot * s.n_k + j] : 0.f};
-        sum.add(rw, v[j * s.dv], o, zeta);
+        sum.add(rw, v[j], o, zeta);
       }
       sum.flush();
     }

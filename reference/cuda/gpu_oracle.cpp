@@ -305,9 +305,10 @@ size_t allocate_knots(const Problem& p, Workspace& w) {
   const size_t rows_b = size_t(slots) * sizeof(KnotRowTerms);
   const size_t partial = size_t(knot_splits(p.n_k)) * kKnotSums * size_t(slots) * p.dv * sizeof(float);
   const size_t values = 2 * size_t(cols) * size_t(pad) * sizeof(uint16_t), rc = size_t(cols) * sizeof(double);
+  const size_t vt = size_t(cols) * size_t(pad) * sizeof(float);
   const size_t done = size_t(slots) * p.dv, col = size_t(cols);
   const size_t knots = size_t(slots) * p.dv * sizeof(float4);
-  const size_t bytes = planes + rows_b + partial + values + rc + knots + done + col;
+  const size_t bytes = planes + rows_b + partial + values + vt + rc + knots + done + col;
   if (cudaMalloc(&w.knots.ptr, bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     w.knots.ptr = nullptr;
@@ -328,6 +329,8 @@ size_t allocate_knots(const Problem& p, Workspace& w) {
   k.x = reinterpret_cast<uint16_t*>(at);
   k.x2 = k.x + size_t(cols) * size_t(pad);
   at += values;
+  k.vt = reinterpret_cast<float*>(at);
+  at += vt;
   k.knots = reinterpret_cast<float4*>(at);  // 16-byte aligned: the planes and values are multiples of 128 bytes
   at += knots;
   k.rc = reinterpret_cast<double*>(at);

@@ -128,12 +128,12 @@ int knot_splits(int64_t n_k) { return int((knot_keys_pad(n_k) + kKnotSplitKeys -
 
 namespace {
 
-// The knot form after the weights kernel of one launch of n blocks (s.block0 the launch's first): the rows'
-// fp16 weights, the products over the tiles of the heads the launch's rows belong to (blocks of four tiles of
+// The knot form after the weights kernel of one launch of n blocks (s.block0 the launch's first): WZ for the
+// rows with an underflowed key, the products over the tiles of the heads the launch's rows belong to (blocks of four tiles of
 // one head; those without a row of the launch return at once), each element's knots or chains.
 void launch_knots(const Shape& s, const BudgetParams& bp, const BudgetIn& in, const BudgetOut& out,
                   const BudgetWeights& w, unsigned n, int rows) {
-  knot_weights_kernel<<<n, 32 * rows>>>(s, bp, in, w);
+  knot_zeta_kernel<<<n, 32 * rows>>>(s, w);
   const int64_t per_head = s.blocks_per_head(), tiles_per_head = (s.n_q + budget::kKnotRows - 1) / budget::kKnotRows;
   const int64_t bh0 = s.block0 / per_head, heads = (s.block0 + n - 1) / per_head - bh0 + 1;
   const int64_t groups = (tiles_per_head + kKnotWarps - 1) / kKnotWarps;
@@ -162,6 +162,7 @@ cudaError_t launch_budget(const Shape& pass, const BudgetParams& bp, const Budge
     const int cols = sums_cols(s.dv);
     const size_t sums_smem = budget_sums_smem(rows, cols);
     const Kernel weights = bp.l_fp32     ? budget_kernel<false, false, true, true>
+                           : bp.knots    ? budget_kernel<false, false, false, true, true, true>
                            : bp.row_form ? budget_kernel<false, false, false, true, true>
                                          : budget_kernel<false, false, false, true>;
     using SumsKernel = void (*)(Shape, BudgetParams, BudgetIn, BudgetOut, BudgetWeights, int);

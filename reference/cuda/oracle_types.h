@@ -187,6 +187,7 @@ struct KnotWork {
                           // t0 NaN where they are not ok), made once a launch (knot_tiles_kernel)
   unsigned char* done;    // [slots * dv]: the knots certified the element, or it needs no sums
   uint16_t *x, *x2;       // [B * Hkv * dv * keys_pad]: x = fp16(v rc), x2 = fp16(v rc kKnotSquareScale)
+  float* vt;              // [B * Hkv * dv * keys_pad]: V's stored values, a column's keys contiguous (the chains')
   double* rc;             // [B * Hkv * dv]
   unsigned char* col;     // [B * Hkv * dv]: KnotColumnFlags
   int64_t keys_pad;       // n_k rounded up to kKnotChunkKeys
