@@ -593,7 +593,9 @@ ErrorBudget error_budget(const Problem& p, const AttentionInputs& in, const RunO
         if (knot_form && tc) {
           for (size_t x : sub_keys)
             knot_x_sub = std::max(knot_x_sub, excess_of(x, key_vabs[size_t(keys[x])] / std::fabs(vd)));
-          for (size_t x = 0; x < n; ++x) knot_x_small = std::max(knot_x_small, excess_of(x, mn_op));
+          RowWeights top{0.f, 0.f};  // the row's largest e and z: their upper weight is at least any key's
+          for (size_t x = 0; x < n; ++x) top = {std::max(top.e, rw[x].e), std::max(top.z, rw[x].z)};
+          knot_x_small = std::max(double(row_whi(top, rf)), mn_p / S) * alignment_magnitude(mn_op, mn_op) * vd;
         }
         auto walk_group = [&](int c0) FC_INLINE {
           constexpr int G = kColumnGroup;

@@ -522,7 +522,9 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           const int64_t j = s0 + c0 + lane;
           const bool vis = c0 < ns && lane < ns - c0 && sees(j);
           seg_visible[c] = __ballot_sync(0xffffffffu, vis);
-          if (vis) keep_score(c0 + lane, cached_score(j));
+          // The row form's weights take the score alone (its eta is the row's): R's plane is not read.
+          if (vis && row_form) wk.z[c0 + lane] = filled ? z_sign * cache_z[j] : cache_z[j];
+          else if (vis) keep_score(c0 + lane, cached_score(j));
         }
       }
       if (cached && lane % 16 == 0) {
@@ -534,7 +536,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
           const int64_t j = s0 + seg + c * kChunk + lane;
           if (c * kChunk < seg && j < br.hi) {
             prefetch_l2(cache_z + j);
-            prefetch_l2(cache_R + j);
+            if (!row_form) prefetch_l2(cache_R + j);
           }
         }
       }
@@ -655,7 +657,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
               if constexpr (kKnots)
                 knot_row.add(
                     wts.knot, slot * wts.knot.keys_pad + s0 + x, rw, p_sub, bp, s.vd,
-                    [&] { return budget::row_whi(rw, budget::row_factors(ex_row, bp.uP)); }, [&] { return in.key_vmax[kv0 + s0 + x]; });
+                    [&](const budget::RowWeights& w) { return budget::row_whi(w, budget::row_factors(ex_row, bp.uP)); },
+                    [&] { return in.key_vmax[kv0 + s0 + x]; });
             } else {
               wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
             }
@@ -758,7 +761,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
                                 n,    T,     raises,     merge,     outside ? kRowOutside : kRowSums};
     if constexpr (kKnots)
       knot_row.finish(wts.knot, slot, n, n_blocks_all, max_tile_blocks, min(chunk_floor(br.lo), seg_first), br.hi,
-                      lane);
+                      lane, bp, s.vd,
+                      [&](const budget::RowWeights& w) { return budget::row_whi(w, budget::row_factors(ex_row, bp.uP)); });
     if constexpr (!kSplit) {
       cs.finish(bp);
       const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax, key_sums, int(n), T,

@@ -182,6 +182,7 @@ __global__ void __launch_bounds__(32 * kKnotWarps)
     row_slots[x] = sl;
   }
   if (!__syncthreads_or(slot[0] >= 0 || slot[1] >= 0)) return;  // no row of the block's tiles in this launch
+  if (kKind == 2 && !__syncthreads_or(any_zeta)) return;         // no underflowed key in the block's rows
   const bool skip = !__any_sync(0xffffffffu, slot[0] >= 0 || slot[1] >= 0) ||
                     (kKind == 2 && !__any_sync(0xffffffffu, any_zeta));
   // This lane's B columns c0 + 8 nt + g: the tile's knots as fp16 pairs (kKind 1: at the squares' scale), from

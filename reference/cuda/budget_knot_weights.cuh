@@ -21,11 +21,11 @@ __device__ __forceinline__ uint16_t fp16_bits(double x) { return __half_as_ushor
 
 // One lane's share of a row's knot weights, reduced over the warp by finish.
 struct KnotRowWeights {
-  double ws = 0, w3s = 0, x_sub = 0, x_small = 0;
-  float zmax = 0;
+  double ws = 0, w3s = 0, x_sub = 0;
+  float emax = 0, zmax = 0;
 
-  // Visible key at ka (slot * keys_pad + j) with weights rw; p_sub its P may be subnormal, whi_of its upper
-  // weight (budget_sums.h row_whi) and key_vmax its largest |V| (read only where the excess needs them).
+  // Visible key at ka (slot * keys_pad + j) with weights rw; p_sub its P may be subnormal, whi_of the upper
+  // weight of weights (budget_sums.h row_whi) and key_vmax its largest |V| (read only where the excess needs it).
   template <class Whi, class Vmax>
   __device__ __forceinline__ void add(const KnotWork& kw, int64_t ka, const budget::RowWeights& rw, bool p_sub,
                                       const BudgetParams& bp, double vd, Whi&& whi_of, Vmax&& key_vmax) {
@@ -34,12 +34,9 @@ struct KnotRowWeights {
     kw.w[ka] = fp16_bits(we);
     kw.w3[ka] = fp16_bits(we3);
     ws += we, w3s += we3;
-    zmax = fmaxf(zmax, rw.z);
-    if (bp.tc) {  // error_budget.cpp's knot_x_small and knot_x_sub
-      const double whi = budget::max2(double(whi_of()), bp.p_floor);
-      x_small = fmax(x_small, whi * bp.mn_op * vd);
-      if (p_sub) x_sub = fmax(x_sub, whi * align_mag(key_vmax(), bp.mn_op) * vd);
-    }
+    emax = fmaxf(emax, rw.e), zmax = fmaxf(zmax, rw.z);
+    if (bp.tc && p_sub)  // error_budget.cpp's knot_x_sub (rare: a subnormal P)
+      x_sub = fmax(x_sub, budget::max2(double(whi_of(rw)), bp.p_floor) * align_mag(key_vmax(), bp.mn_op) * vd);
   }
   // A key the row does not see.
   __device__ __forceinline__ static void zero(const KnotWork& kw, int64_t ka) {
@@ -49,13 +46,18 @@ struct KnotRowWeights {
   // The row's terms (all lanes; lane 0 writes them): n its visible keys, the counts from the weights kernel's
   // walk; the keys of [0, covered_lo) and [covered_hi, keys_pad), which the walk did not reach, zeroed. WZ's
   // scale and sum stay 1 and 0 until knot_zeta_kernel.
+  // x_small (error_budget.cpp's knot_x_small) is the upper weight of the row's largest e and z, from whi_of.
+  template <class Whi>
   __device__ __forceinline__ void finish(const KnotWork& kw, int64_t slot, int64_t n, int n_blocks,
-                                         int max_tile_blocks, int64_t covered_lo, int64_t covered_hi, int lane) {
+                                         int max_tile_blocks, int64_t covered_lo, int64_t covered_hi, int lane,
+                                         const BudgetParams& bp, double vd, Whi&& whi_of) {
     for (int64_t j = lane; j < covered_lo; j += 32) zero(kw, slot * kw.keys_pad + j);
     for (int64_t j = covered_hi + lane; j < kw.keys_pad; j += 32) zero(kw, slot * kw.keys_pad + j);
     ws = warp_sum(ws), w3s = warp_sum(w3s);
-    x_sub = warp_max(x_sub), x_small = warp_max(x_small);
-    const bool any_zeta = warp_max(double(zmax)) > 0;
+    x_sub = warp_max(x_sub);
+    const budget::RowWeights top{float(warp_max(double(emax))), float(warp_max(double(zmax)))};
+    const bool any_zeta = top.z > 0;
+    const double x_small = bp.tc ? budget::max2(double(whi_of(top)), bp.p_floor) * align_mag(bp.mn_op, bp.mn_op) * vd : 0.0;
     if (lane != 0) return;
     KnotRowTerms k{};
     const double nd = double(n);
