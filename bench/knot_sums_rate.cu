@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kernels/cuda/mma.h"
+#include "reference/cuda/hmma.cuh"
 
 namespace {
 
@@ -311,39 +312,30 @@ __global__ void __launch_bounds__(32 * kWarps) knot_kernel(int n, int dv, const 
 #pragma unroll
     for (int k = 0; k < kChunkKeys / 16; ++k) {
       const int w = 8 * k + t;  // the word of keys 16 k + 2 t, + 1
-      const uint32_t A1[4] = {a1[g * kPitch + w], a1[(g + 8) * kPitch + w], a1[g * kPitch + w + 4],
-                              a1[(g + 8) * kPitch + w + 4]};
-      uint32_t A2[4] = {0, 0, 0, 0};
-      if constexpr (!kSquares) {
-        A2[0] = a2[g * kPitch + w], A2[1] = a2[(g + 8) * kPitch + w];
-        A2[2] = a2[g * kPitch + w + 4], A2[3] = a2[(g + 8) * kPitch + w + 4];
-      }
+      uint32_t A1[4], A2[4] = {0, 0, 0, 0};
+      fc::gpu::detail::hmma_a_fragment(a1, kPitch, g, w, A1);
+      if constexpr (!kSquares) fc::gpu::detail::hmma_a_fragment(a2, kPitch, g, w, A2);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const uint32_t* vc = v + (8 * nt + g) * kPitch + w;
         const __half2 v0 = *reinterpret_cast<const __half2*>(vc), v8 = *reinterpret_cast<const __half2*>(vc + 4);
-        auto word = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
+        using fc::gpu::detail::knot_bracket2, fc::gpu::detail::knot_distance2, fc::gpu::detail::knot_square2;
         if constexpr (kSquares) {
           // (v - t)^2 in fp16, each step rounded to nearest (finalize_squares inflates for it); W3's row sum.
-          auto sq = [&](__half2 x, __half2 k) {
-            const __half2 d = __hsub2(x, k);
-            return word(__hmul2(d, d));
-          };
-          mma(acc[0][nt], A1, sq(v0, tlo[nt]), sq(v8, tlo[nt]));
-          mma(acc[1][nt], A1, sq(v0, thi[nt]), sq(v8, thi[nt]));
+          mma(acc[0][nt], A1, knot_square2(v0, tlo[nt]), knot_square2(v8, tlo[nt]));
+          mma(acc[1][nt], A1, knot_square2(v0, thi[nt]), knot_square2(v8, thi[nt]));
           mma(acc[2][nt], A1, 0x3c003c00u, 0x3c003c00u);
           continue;
         }
         // |v - t| in fp16, rounded to nearest (finalize_kernel inflates for it).
-        const uint32_t l0 = word(__habs2(__hsub2(v0, tlo[nt]))), l8 = word(__habs2(__hsub2(v8, tlo[nt])));
-        const uint32_t h0 = word(__habs2(__hsub2(v0, thi[nt]))), h8 = word(__habs2(__hsub2(v8, thi[nt])));
+        const uint32_t l0 = knot_distance2(v0, tlo[nt]), l8 = knot_distance2(v8, tlo[nt]);
+        const uint32_t h0 = knot_distance2(v0, thi[nt]), h8 = knot_distance2(v8, thi[nt]);
         mma(acc[0][nt], A1, l0, l8);
         mma(acc[2][nt], A2, l0, l8);
         mma(acc[1][nt], A1, h0, h8);
         mma(acc[3][nt], A2, h0, h8);
         // The bracket's indicator: fp16 ones where lo <= v <= hi.
-        mma(acc[4][nt], A1, word(__hmul2(__hle2(tlo[nt], v0), __hle2(v0, thi[nt]))),
-            word(__hmul2(__hle2(tlo[nt], v8), __hle2(v8, thi[nt]))));
+        mma(acc[4][nt], A1, knot_bracket2(v0, tlo[nt], thi[nt]), knot_bracket2(v8, tlo[nt], thi[nt]));
       }
     }
     __syncthreads();  // this buffer is read before the next chunk's copies overwrite it

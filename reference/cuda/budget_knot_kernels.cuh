@@ -238,26 +238,20 @@ __global__ void __launch_bounds__(32 * kKnotWarps)
 #pragma unroll
       for (int k = 0; k < kKnotChunkKeys / 16; ++k) {
         const int w = 8 * k + t;  // the word of keys 16 k + 2 t, + 1
-        const uint32_t A[4] = {a[g * kKnotPitch + w], a[(g + 8) * kKnotPitch + w], a[g * kKnotPitch + w + 4],
-                               a[(g + 8) * kKnotPitch + w + 4]};
+        uint32_t A[4];
+        hmma_a_fragment(a, kKnotPitch, g, w, A);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           const uint32_t* vc = v + (8 * nt + g) * kKnotPitch + w;
           const __half2 v0 = *reinterpret_cast<const __half2*>(vc), v8 = *reinterpret_cast<const __half2*>(vc + 4);
-          auto word = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
-          if constexpr (kKind == 1) {  // (x - t)^2: a rounded difference, then a rounded square
-            auto sq = [&](__half2 x, __half2 kn) {
-              const __half2 d = __hsub2(x, kn);
-              return word(__hmul2(d, d));
-            };
-            hmma_16x8x16(acc[0][nt], A, sq(v0, tlo[nt]), sq(v8, tlo[nt]));
-            hmma_16x8x16(acc[1][nt], A, sq(v0, thi[nt]), sq(v8, thi[nt]));
-          } else {  // |x - t|: a rounded difference, exactly made absolute
-            hmma_16x8x16(acc[0][nt], A, word(__habs2(__hsub2(v0, tlo[nt]))), word(__habs2(__hsub2(v8, tlo[nt]))));
-            hmma_16x8x16(acc[1][nt], A, word(__habs2(__hsub2(v0, thi[nt]))), word(__habs2(__hsub2(v8, thi[nt]))));
-            if constexpr (kKind == 0)  // the bracket's indicator: fp16 ones where lo <= x <= hi
-              hmma_16x8x16(acc[2][nt], A, word(__hmul2(__hle2(tlo[nt], v0), __hle2(v0, thi[nt]))),
-                           word(__hmul2(__hle2(tlo[nt], v8), __hle2(v8, thi[nt]))));
+          if constexpr (kKind == 1) {
+            hmma_16x8x16(acc[0][nt], A, knot_square2(v0, tlo[nt]), knot_square2(v8, tlo[nt]));
+            hmma_16x8x16(acc[1][nt], A, knot_square2(v0, thi[nt]), knot_square2(v8, thi[nt]));
+          } else {
+            hmma_16x8x16(acc[0][nt], A, knot_distance2(v0, tlo[nt]), knot_distance2(v8, tlo[nt]));
+            hmma_16x8x16(acc[1][nt], A, knot_distance2(v0, thi[nt]), knot_distance2(v8, thi[nt]));
+            if constexpr (kKind == 0)
+              hmma_16x8x16(acc[2][nt], A, knot_bracket2(v0, tlo[nt], thi[nt]), knot_bracket2(v8, tlo[nt], thi[nt]));
           }
         }
       }

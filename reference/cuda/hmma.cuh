@@ -3,6 +3,8 @@
 // truncates, as docs/error-analysis.md §3.2 models it (reference/budget_knots.h kKnotEpsStep).
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 namespace fc::gpu::detail {
@@ -16,6 +18,26 @@ __device__ __forceinline__ void hmma_16x8x16(float (&d)[4], const uint32_t (&a)[
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A's fragment at word w (keys 2w, 2w + 1 of row g) of a 16-row tile staged in shared memory with rows pitch
+// words apart: w = 8 k + t for the k-th step of 16 keys.
+__device__ __forceinline__ void hmma_a_fragment(const uint32_t* a, int pitch, int g, int w, uint32_t (&A)[4]) {
+  A[0] = a[g * pitch + w], A[1] = a[(g + 8) * pitch + w];
+  A[2] = a[g * pitch + w + 4], A[3] = a[(g + 8) * pitch + w + 4];
+}
+
+// The knot products' B operands from a pair of fp16 values x and knots t (reference/budget_knots.h), as fp16
+// arithmetic rounds them: |x - t| (a rounded difference, made absolute exactly), (x - t)^2 (a rounded
+// difference, then a rounded square) and the bracket's indicator (ones where lo <= x <= hi).
+__device__ __forceinline__ uint32_t half2_word(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+__device__ __forceinline__ uint32_t knot_distance2(__half2 x, __half2 t) { return half2_word(__habs2(__hsub2(x, t))); }
+__device__ __forceinline__ uint32_t knot_square2(__half2 x, __half2 t) {
+  const __half2 d = __hsub2(x, t);
+  return half2_word(__hmul2(d, d));
+}
+__device__ __forceinline__ uint32_t knot_bracket2(__half2 x, __half2 lo, __half2 hi) {
+  return half2_word(__hmul2(__hle2(lo, x), __hle2(x, hi)));
 }
 
 // A 16-byte copy into shared memory that writes zeros instead where `valid` is false (rows a launch lacks).
