@@ -486,6 +486,8 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
     ex_row = budget::eta_exp(eta_row);
   }
   KnotRowWeights knot_row;
+  // The row form's upper weight of a key's (or the row's largest) e and z, for the knots' excess bounds.
+  auto knot_whi = [&](const budget::RowWeights& w) { return budget::row_whi(w, budget::row_factors(ex_row, bp.uP)); };
   const int64_t seg_first = (br.lo / seg) * seg;  // kKnots: the first key the third sweep reaches
 
   // Sweep 3, once per column group: per segment of whole tiles, the scores, the tile walk, the weights per
@@ -656,8 +658,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
               if (zeta_key) wts.zeta[at] = rw.z;
               if constexpr (kKnots)
                 knot_row.add(
-                    wts.knot, slot * wts.knot.keys_pad + s0 + x, rw, p_sub, bp, s.vd,
-                    [&](const budget::RowWeights& w) { return budget::row_whi(w, budget::row_factors(ex_row, bp.uP)); },
+                    wts.knot, slot * wts.knot.keys_pad + s0 + x, rw, p_sub, bp, s.vd, knot_whi,
                     [&] { return in.key_vmax[kv0 + s0 + x]; });
             } else {
               wts.w[at] = make_float4(sw.whi, sw.err_c, sw.third, sw.ep);
@@ -761,8 +762,7 @@ __global__ void __launch_bounds__(32 * (kSplit ? kSplitRowsPerBlock : kMaxRowsPe
                                 n,    T,     raises,     merge,     outside ? kRowOutside : kRowSums};
     if constexpr (kKnots)
       knot_row.finish(wts.knot, slot, n, n_blocks_all, max_tile_blocks, min(chunk_floor(br.lo), seg_first), br.hi,
-                      lane, bp, s.vd,
-                      [&](const budget::RowWeights& w) { return budget::row_whi(w, budget::row_factors(ex_row, bp.uP)); });
+                      lane, bp, s.vd, knot_whi);
     if constexpr (!kSplit) {
       cs.finish(bp);
       const RowBoundTerms rt{den, eps_l, eps_l_prob, floor_abs, fa1_tiles, w_mult, zeta_vmax, key_sums, int(n), T,
